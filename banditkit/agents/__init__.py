@@ -1,0 +1,1 @@
+"""banditkit.agents (being written)."""

@@ -1,0 +1,1 @@
+"""banditkit.bo (being written)."""

@@ -1,0 +1,1 @@
+"""banditkit.datasets (being written)."""

@@ -1,0 +1,1 @@
+"""banditkit.environments (being written)."""

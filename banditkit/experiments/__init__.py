@@ -1,0 +1,1 @@
+"""banditkit.experiments (being written)."""

@@ -1,0 +1,1 @@
+"""banditkit.plotting (being written)."""

@@ -1,0 +1,1 @@
+"""banditkit.policies (being written)."""

