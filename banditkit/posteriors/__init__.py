@@ -21,6 +21,9 @@ for _mod, _names in [
     ("neural_linear", ["neural_linear"]),
     ("kalman_last_layer", ["kalman_last_layer"]),
     ("replay_sgd", ["replay_sgd"]),
+    ("bong", ["bong"]),
+    ("vbll", ["vbll", "online_vbll"]),
+    ("laplace", ["last_layer_laplace"]),
 ]:
     try:
         _m = __import__(f"banditkit.posteriors.{_mod}", fromlist=_names)
