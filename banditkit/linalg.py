@@ -3,7 +3,8 @@
 All factors follow one convention: an *upper* square-root factor ``B`` of a PSD matrix ``A`` satisfies
 ``A = Bᵀ B``; a *low-rank factor* ``C`` of shape ``(d, D)`` represents ``A ≈ Cᵀ C``.  Nothing here ever
 forms a ``D × D`` matrix when ``D`` is a parameter count; the only square matrices are ``(n, n)`` with
-``n`` a rank plus an output dimension.
+``n`` a rank plus an output dimension.  (``sqrt_factor_update`` works on a full ``D × D`` square root, for
+blocks that are small by design, such as HiLoFi's last layer.)
 
 Kernels
 -------
@@ -14,6 +15,11 @@ Kernels
                                 ``G = N Nᵀ`` (an ``(n, n)`` eigendecomposition, one ``(d, n) @ (n, D)`` GEMM).
 ``project(N, d, add)``          the same, computing the Gram itself.
 ``lowrank_update_gram(...)``    Gram of ``[C − A Kᵀ ; B Kᵀ]`` from ``C Cᵀ`` in ``O(d·D_y·D)`` work.
+``project_weights(G, d, add)``  the eigen half of ``P_{d,+a}``: weights ``W`` with ``J = W N``.
+``sqrt_psd(R)``                 symmetric square root of a small PSD matrix (exists when ``R`` is singular).
+``lowrank_kalman_update(...)``  one Kalman step of a ``CᵀC + qI`` block (HiLoFi hidden block, LoLoFi, LRKF),
+                                with the projection and the mean update fused into one ``(d+1, d) @ (d, D)`` GEMM.
+``sqrt_factor_update(...)``     full-rank square-root block-Joseph step in ``O(D² c)`` (HiLoFi last layer).
 """
 
 from __future__ import annotations
@@ -59,6 +65,32 @@ def symmetrize(a: Array) -> Array:
     return 0.5 * (a + a.T)
 
 
+def project_weights(g: Array, rank: int, add: Array | float = 0.0) -> tuple[Array, Array]:
+    """The small half of ``P_{d,+a}``: mixing weights ``W (d, n)`` with ``J = W N`` (see :func:`project_gram`).
+
+    Args:
+      g: ``(n, n)`` Gram matrix ``N Nᵀ``.
+      rank: ``d ≤ n``.
+      add: ``a ≥ 0`` added to the kept eigenvalues.
+
+    Returns ``(W, s2)``: ``W = diag(√(σ²+a)/σ) Uᵀ[:d]`` and ``s2 = σ² + a`` (descending).  Callers that know
+    ``N`` only as a product ``Φ C + …`` apply ``W`` to its pieces, so the ``(d, D)`` result costs one GEMM.
+    Eigenvalues below ``n · eps · σ_max²`` are treated as zero: their row of ``W`` and their ``s2`` are 0.
+    """
+    g = symmetrize(g)
+    evals, evecs = jnp.linalg.eigh(g)  # ascending
+    evals = jnp.flip(evals)[:rank]
+    evecs = jnp.flip(evecs, axis=1)[:, :rank]
+    evals = jnp.maximum(evals, 0.0)
+    tiny = jnp.finfo(g.dtype).eps * jnp.maximum(jnp.max(evals), jnp.finfo(g.dtype).tiny) * g.shape[0]
+    keep = evals > tiny
+    sigma = jnp.sqrt(jnp.where(keep, evals, 1.0))
+    scale = jnp.where(keep, jnp.sqrt(evals + add) / sigma, 0.0)
+    w = (evecs * scale[None, :]).T  # (d, n)
+    s2 = jnp.where(keep, evals + add, 0.0)
+    return w, s2
+
+
 def project_gram(g: Array, n: Array, rank: int, add: Array | float = 0.0) -> tuple[Array, Array]:
     """``P_{d,+a}`` from the Gram matrix: best rank-``d`` factor of ``NᵀN + a I`` (Eckart–Young).
 
@@ -76,19 +108,8 @@ def project_gram(g: Array, n: Array, rank: int, add: Array | float = 0.0) -> tup
     Equations: ``G = U diag(σ²) Uᵀ``; ``Vᵀ = diag(1/σ) Uᵀ N``; ``J = diag(√(σ²+a)) Vᵀ[:d]``.  Directions with
     ``σ = 0`` are returned as zero rows (their singular vector is undefined).
     """
-    g = symmetrize(g)
-    evals, evecs = jnp.linalg.eigh(g)  # ascending
-    evals = jnp.flip(evals)[:rank]
-    evecs = jnp.flip(evecs, axis=1)[:, :rank]
-    evals = jnp.maximum(evals, 0.0)
-    tiny = jnp.finfo(g.dtype).eps * jnp.maximum(jnp.max(evals), jnp.finfo(g.dtype).tiny) * g.shape[0]
-    keep = evals > tiny
-    sigma = jnp.sqrt(jnp.where(keep, evals, 1.0))
-    scale = jnp.where(keep, jnp.sqrt(evals + add) / sigma, 0.0)
-    w = (evecs * scale[None, :]).T  # (d, n)
-    j = w @ n
-    s2 = jnp.where(keep, evals + add, 0.0)
-    return j, s2
+    w, s2 = project_weights(g, rank, add)
+    return w @ n, s2
 
 
 def project(n: Array, rank: int, add: Array | float = 0.0) -> tuple[Array, Array]:
@@ -128,3 +149,108 @@ def orthonormal_rows(key: Array, rank: int, dim: int, dtype=jnp.float32) -> Arra
     q, r = jnp.linalg.qr(m, mode="reduced")
     q = q * jnp.where(jnp.diag(r) < 0, -1.0, 1.0).astype(dtype)[None, :]
     return q.T
+
+
+def sqrt_psd(r: Array) -> Array:
+    """Symmetric square root ``R½`` of a small PSD matrix ``R (c, c)`` (``R½ᵀR½ = R``), via ``eigh``.
+
+    Unlike a Cholesky factor it exists for singular ``R`` (e.g. a noise-free Gaussian or an un-jittered
+    multinomial covariance); negative round-off eigenvalues are clipped to 0.
+    """
+    if r.shape[0] == 1:
+        return jnp.sqrt(jnp.maximum(r, 0.0))
+    evals, evecs = jnp.linalg.eigh(symmetrize(r))
+    return (evecs * jnp.sqrt(jnp.maximum(evals, 0.0))[None, :]) @ evecs.T
+
+
+def lowrank_kalman_update(
+    mean: Array,
+    c: Array,
+    gram: Array,
+    jac: Array,
+    a: Array,
+    s_chol: Array,
+    r_half: Array,
+    innov: Array,
+    q: Array | float = 0.0,
+    use_q: bool = False,
+) -> tuple[Array, Array, Array]:
+    """Kalman update of one block with covariance ``CᵀC + qI`` (rows of ``C`` orthogonal), fused into one GEMM.
+
+    This is the hidden-block step of HiLoFi / LoLoFi and the whole LRKF step (seed 003, Algorithm 1 lines
+    6–7, 10, 12 and Algorithm 4), rewritten so that the ``(d, D)`` factor is read twice and written once:
+
+    Args:
+      mean: ``μ (D,)`` block mean.
+      c: ``C (d, D)`` factor, rows mutually orthogonal (the invariant every projection restores).
+      gram: ``(d,)`` ``diag(C Cᵀ)`` — the whole Gram, since it is diagonal.
+      jac: ``H (c_y, D)`` Jacobian of the observation mean w.r.t. this block.
+      a: ``A = C Hᵀ (d, c_y)`` (the caller computes it anyway for ``S``).
+      s_chol: upper Cholesky factor of the *total* innovation covariance ``S`` (all blocks plus ``R``).
+      r_half: any ``R½ (c_y, c_y)`` with ``R½ᵀR½ = R``.
+      innov: ``ε = y − ŷ (c_y,)``.
+      q: variance ``q ≥ 0`` of the isotropic part of the prior covariance (pending dynamics noise).
+      use_q: static switch; ``False`` drops every ``q`` term (saves one pass when ``q ≡ 0``).
+
+    Equations (``Z = S⁻¹Aᵀ``, ``V = S⁻¹H``; ``Kᵀ = Z C + q V`` is never formed):
+      ``μ ← μ + Kε = μ + Cᵀ(A S⁻¹ε) + q Vᵀε``;
+      ``N = [C − A Kᵀ ; R½Kᵀ] = Φ C + q Ψ V`` with ``Φ = [I − AZ ; R½Z]``, ``Ψ = [−A ; R½]``;
+      ``N Nᵀ = Φ diag(gram) Φᵀ + q(Φ (A S⁻¹) Ψᵀ + transpose) + q² Ψ S⁻¹HHᵀS⁻¹ Ψᵀ``   (all ``(d+c_y)²``);
+      ``(W, s2) = P_{d,+q}`` weights of ``N Nᵀ``;  ``C ← (WΦ) C + q (WΨ) V``, ``gram ← s2``.
+      The mean correction ``Cᵀ(A S⁻¹ε)`` rides along as one extra row of the GEMM ``[WΦ ; (AS⁻¹ε)ᵀ] @ C``.
+
+    Returns ``(mean, C, gram)``: ``CᵀC`` is the best rank-``d`` factor of the surrogate
+    ``(I−KH)(CᵀC)(I−KH)ᵀ + KRKᵀ + qI`` (Corollary C.3), exactly the Joseph form when ``q = 0`` and ``d``
+    covers the stacked rank.
+    """
+    d = c.shape[0]
+    dtype = c.dtype
+    s_inv_eps = solve_spd_factor(s_chol, innov[:, None])[:, 0]  # (c_y,)
+    z = solve_spd_factor(s_chol, a.T)  # S⁻¹Aᵀ (c_y, d)
+    u = a @ s_inv_eps  # (d,)
+    phi = jnp.concatenate([jnp.eye(d, dtype=dtype) - a @ z, r_half @ z], axis=0)  # (d+c_y, d)
+    g_n = (phi * gram[None, :]) @ phi.T
+    if use_q:
+        psi = jnp.concatenate([-a, r_half], axis=0)  # (d+c_y, c_y)
+        vv = solve_spd_factor(s_chol, solve_spd_factor(s_chol, jac @ jac.T).T)  # S⁻¹HHᵀS⁻¹
+        cross = phi @ z.T @ psi.T
+        g_n = g_n + q * (cross + cross.T) + q**2 * (psi @ vv @ psi.T)
+    w, s2 = project_weights(g_n, d, q if use_q else 0.0)
+    big = jnp.concatenate([w @ phi, u[None, :]], axis=0) @ c  # (d+1, D): the one O(d²D) pass
+    c_new, dmean = big[:d], big[d]
+    if use_q:
+        v = solve_spd_factor(s_chol, jac)  # (c_y, D)
+        c_new = c_new + q * ((w @ psi) @ v)
+        dmean = dmean + q * (s_inv_eps @ jac)
+    return mean + dmean, c_new, s2
+
+
+def sqrt_factor_update(
+    mean: Array, u: Array, b: Array, s: Array, r_other: Array, r_half: Array, innov: Array
+) -> tuple[Array, Array]:
+    """Full-rank square-root Joseph update of one block in ``O(D² c)`` (Potter-type, no QR of ``D × D``).
+
+    The block has covariance ``Σ = UᵀU`` (``U (D, D)``, any square root) and Jacobian ``L (c, D)``; the other
+    blocks contribute ``R_o`` to ``S = LΣLᵀ + R_o + R``.  Block-diagonal Joseph form (seed 003 Alg. 1 line 13):
+    ``Σ⁺ = (I−KL)Σ(I−KL)ᵀ + KRKᵀ``, ``K = ΣLᵀS⁻¹``.  With ``B = U Lᵀ`` this is ``Σ⁺ = Uᵀ(I − B Ŝ⁻¹ Bᵀ)U``,
+    ``Ŝ = S (S+R_o)⁻¹ S = BᵀB + R̂``, ``R̂ = R + R_o (S+R_o)⁻¹ R_o``.  With upper factors ``Ŝ = FᵀF`` and
+    ``R̂ = EᵀE``, ``M = (F+E)⁻¹F⁻ᵀ`` solves ``M + Mᵀ − MᵀBᵀBM = Ŝ⁻¹`` (Potter / Andrews), so
+
+    ``U ← U − B M (Bᵀ U)``   and   ``μ ← μ + (BᵀU)ᵀ S⁻¹ ε``.
+
+    Args:
+      mean: ``μ (D,)``; u: ``U (D, D)``; b: ``B = U Lᵀ (D, c)``; s: total ``S (c, c)``;
+      r_other: ``R_o (c, c)``; r_half: ``R½`` with ``R½ᵀR½ = R``; innov: ``ε (c,)``.
+
+    Returns ``(mean, U)``.  ``U`` stays a square root of the exact Joseph covariance but is no longer triangular.
+    """
+    c = s.shape[0]
+    w = b.T @ u  # (c, D)
+    s_inv_eps = solve_spd_factor(chol_upper(symmetrize(s)), innov[:, None])[:, 0]
+    f_tilde = chol_upper(symmetrize(s + r_other))
+    t = solve_triangular(f_tilde, r_other, trans="T", lower=False)  # F̃⁻ᵀ R_o
+    e = qr_upper(r_half, t)  # EᵀE = R + R_o (S+R_o)⁻¹ R_o
+    f = chol_upper(symmetrize(b.T @ b + e.T @ e))
+    f_inv_t = solve_triangular(f, jnp.eye(c, dtype=s.dtype), trans="T", lower=False)  # F⁻ᵀ
+    m = solve_triangular(f + e, f_inv_t, lower=False)  # (F+E)⁻¹F⁻ᵀ
+    return mean + s_inv_eps @ w, u - b @ (m @ w)

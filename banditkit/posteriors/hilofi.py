@@ -1,0 +1,255 @@
+"""HiLoFi and LoLoFi (seed 003, Algorithms 1–3 with the digest's errata): full-rank (or low-rank) last layer,
+low-rank hidden layers, block-diagonal covariance.
+
+Parameters are split by path into a hidden block ``h (D_h,)`` and a last-layer block ``ℓ (D_ℓ,)``
+(``last_layer="head"``).  State (:class:`HiLoFiState`):
+
+* ``mean_hidden (D_h,)``, ``mean_last (D_ℓ,)``;
+* ``cov_hidden = C (d, D_h)``: ``Σ_h = CᵀC + q̄_h I``, rows of ``C`` mutually orthogonal, ``gram_hidden =
+  diag(C Cᵀ) (d,)`` (kept in the state so no step recomputes ``C Cᵀ``);
+* HiLoFi: ``cov_last = U (D_ℓ, D_ℓ)``, a full square root ``Σ_ℓ = UᵀU`` (upper-triangular at ``init``; the
+  ``O(D_ℓ² C)`` update keeps it a square root, not a triangle).  LoLoFi (``rank_last=d_ℓ``): ``cov_last = C_ℓ
+  (d_ℓ, D_ℓ)`` with ``Σ_ℓ = C_ℓᵀC_ℓ + q̄_ℓ I`` and ``gram_last (d_ℓ,)``, handled exactly like the hidden block;
+* ``q_hidden``, ``q_last``: the isotropic variance ``q̄`` not yet folded into a factor (added by ``predict``,
+  consumed by ``update``).
+
+Model: ``θ_t = γ θ_{t−1} + u_t`` with ``u ~ N(0, diag(q_h I, q_ℓ I))``; ``y ~ N(m(f(θ, x)), R)``, linearised at
+the mean.
+
+predict:  ``μ ← γμ``;  ``C ← γC``, ``q̄_h ← γ² q̄_h + q_h`` (so ``Σ_h ← γ²Σ_h + q_h I`` exactly);
+          HiLoFi last layer ``U ← Q_R(γU, √q_ℓ I)`` (exact; skipped when ``q_ℓ = 0``); LoLoFi like the hidden block.
+update:   ``ŷ, H̃ = ∂ŷ/∂h (C, D_h), L̃ = ∂ŷ/∂ℓ (C, D_ℓ)``, ``ε = y − ŷ``;
+          ``S = H̃Σ_hH̃ᵀ + L̃Σ_ℓL̃ᵀ + R``;  ``K_hᵀ = S⁻¹H̃Σ_h``, ``K_ℓᵀ = S⁻¹L̃Σ_ℓ``;  ``h += K_hε``, ``ℓ += K_ℓε``;
+          hidden: ``C ← P_{d,+q̄_h}(C(I − K_hH̃)ᵀ, R½K_hᵀ)``, ``q̄_h ← 0``  (best rank-``d`` factor of the surrogate
+          ``(I−K_hH̃)CᵀC(I−K_hH̃)ᵀ + K_hRK_hᵀ + q̄_h I``; :func:`banditkit.linalg.lowrank_kalman_update`);
+          HiLoFi last layer: ``Σ_ℓ ← (I−K_ℓL̃)Σ_ℓ(I−K_ℓL̃)ᵀ + K_ℓRK_ℓᵀ`` exactly, as a square root
+          (:func:`banditkit.linalg.sqrt_factor_update`); LoLoFi last layer like the hidden block.
+          The cross-covariance between blocks is dropped (seed 003 §4.3).
+predictive: ``(ŷ(x), L̃Σ_ℓL̃ᵀ + H̃Σ_hH̃ᵀ + R)`` at the mean — epistemic (first two terms) + aleatoric ``R``.
+sample:   one parameter draw from the block-diagonal Gaussian: ``h = μ_h + Cᵀε_h + √q̄_h z_h``,
+          ``ℓ = μ_ℓ + Uᵀε_ℓ`` (LoLoFi: ``C_ℓᵀε_ℓ + √q̄_ℓ z_ℓ``), all ``ε, z`` standard normal.
+
+``init_cov_hidden`` / ``init_cov_last`` are prior *variances*.  ``C_0 = √init_cov_hidden · Q`` with ``Q`` a
+random ``(d, D_h)`` matrix with orthonormal dense rows, so ``Σ_h,0`` has eigenvalue ``init_cov_hidden`` on a
+random ``d``-dimensional subspace (not the coordinate init ``[I | 0]``, which freezes all but ``d`` parameters
+when ``q_h = 0``; digest erratum 14.2.3).  ``U_0 = √init_cov_last · I``.  Ranks above the block size are clipped
+to it (``rank ≥ D_h`` gives the exact block-diagonal filter).  ``R`` must be positive definite where ``S``
+would otherwise be singular.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from banditkit import linalg
+from banditkit.likelihoods import Gaussian, Likelihood
+from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, linearize_blocks
+
+Array = jax.Array
+
+
+class HiLoFiState(NamedTuple):
+    mean_hidden: Array  # (D_h,)
+    mean_last: Array  # (D_ℓ,)
+    cov_hidden: Array  # C (d, D_h), orthogonal rows
+    gram_hidden: Array  # diag(C Cᵀ) (d,)
+    cov_last: Array  # HiLoFi: U (D_ℓ, D_ℓ); LoLoFi: C_ℓ (d_ℓ, D_ℓ)
+    gram_last: Array  # LoLoFi: diag(C_ℓ C_ℓᵀ) (d_ℓ,); HiLoFi: (0,)
+    q_hidden: Array  # () pending isotropic variance of the hidden block
+    q_last: Array  # () pending isotropic variance of the last block (LoLoFi only; 0 for HiLoFi)
+
+
+def _is_zero(v) -> bool:
+    return isinstance(v, (int, float)) and float(v) == 0.0
+
+
+def _check(name: str, value, *, positive: bool = False) -> None:
+    if isinstance(value, (int, float)):
+        if positive and not value > 0:
+            raise ValueError(f"{name} must be > 0, got {value!r}")
+        if not positive and not value >= 0:
+            raise ValueError(f"{name} must be >= 0 (it is a variance), got {value!r}")
+
+
+def _check_rank(name: str, value, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+def _lowrank_init(key: Array, rank: int, dim: int, var, dtype) -> tuple[Array, Array]:
+    """``C_0 = √var · Q`` with ``Q (d, dim)`` orthonormal dense random rows; ``gram = var · 1``."""
+    d = min(rank, dim)
+    q = linalg.orthonormal_rows(key, d, dim, dtype)
+    v = jnp.asarray(var, dtype)
+    return jnp.sqrt(v) * q, v * jnp.ones((d,), dtype)
+
+
+def hilofi(
+    apply_fn: ApplyFn,
+    likelihood: Likelihood = Gaussian(1.0),
+    *,
+    rank: int = 20,
+    rank_last: int | None = None,
+    last_layer: str = "head",
+    init_cov_hidden: float = 1.0,
+    init_cov_last: float = 1.0,
+    dynamics_cov: float | None = None,
+    dynamics_cov_hidden: float | None = None,
+    dynamics_cov_last: float | None = None,
+    forgetting: float = 1.0,
+    key: Array | None = None,
+    seed: int = 0,
+) -> Posterior:
+    """HiLoFi: full-rank last layer + rank-``d`` hidden layers (``rank_last=int``: LoLoFi).  See the module doc.
+
+    Args:
+      apply_fn: ``apply_fn(params, x) -> (C,)`` for one unbatched input (``x`` any pytree).
+      likelihood: ``Gaussian``, ``Bernoulli`` or ``Categorical``.
+      rank: ``d_h``, rank of the hidden-block covariance factor.
+      rank_last: ``None`` for a full-rank last layer (HiLoFi); an int ``d_ℓ`` for LoLoFi.
+      last_layer: name of the submodule holding the last layer (parameter path).
+      init_cov_hidden, init_cov_last: prior variances of the two blocks.
+      dynamics_cov: ``q`` for both blocks (shorthand); ``dynamics_cov_hidden`` / ``dynamics_cov_last``
+        override it per block (default 0).
+      forgetting: ``γ``; ``predict`` does ``θ ← γθ``, ``Σ ← γ²Σ + Q``.
+      key, seed: PRNG key (or integer seed) for the random orthonormal initial factor(s).
+    """
+    _check_rank("rank", rank)
+    _check_rank("rank_last", rank_last, allow_none=True)
+    q_h = dynamics_cov_hidden if dynamics_cov_hidden is not None else (dynamics_cov or 0.0)
+    q_l = dynamics_cov_last if dynamics_cov_last is not None else (dynamics_cov or 0.0)
+    for n, v in [("init_cov_hidden", init_cov_hidden), ("init_cov_last", init_cov_last), ("dynamics_cov_hidden", q_h),
+                 ("dynamics_cov_last", q_l)]:
+        _check(n, v)
+    _check("forgetting", forgetting, positive=True)
+    if not isinstance(last_layer, str):
+        raise TypeError(f"last_layer must be the name of the last submodule (a str), got {last_layer!r}")
+    low_last = rank_last is not None
+    use_qh = not _is_zero(q_h)
+    use_ql = not _is_zero(q_l)
+    base_key = jax.random.PRNGKey(seed) if key is None else key
+    cell = SpaceCell(last_layer)
+
+    def init(params) -> HiLoFiState:
+        space = cell.set(params)
+        h, ell = space.split(params)
+        dt = space.dtype
+        k_h, k_l = jax.random.split(base_key)
+        c_h, g_h = _lowrank_init(k_h, rank, h.size, init_cov_hidden, dt)
+        if low_last:
+            c_l, g_l = _lowrank_init(k_l, rank_last, ell.size, init_cov_last, dt)
+        else:
+            c_l = jnp.sqrt(jnp.asarray(init_cov_last, dt)) * jnp.eye(ell.size, dtype=dt)
+            g_l = jnp.zeros((0,), dt)
+        zero = jnp.zeros((), dt)
+        return HiLoFiState(h, ell, c_h, g_h, c_l, g_l, zero, zero)
+
+    def _obs_fn(x):
+        space = cell.space
+        return lambda hh, ll: apply_fn(space.merge(hh, ll), x)
+
+    def predict(state: HiLoFiState) -> HiLoFiState:
+        dt = state.mean_hidden.dtype
+        g = jnp.asarray(forgetting, dt)
+        qh = jnp.asarray(q_h, dt)
+        ql = jnp.asarray(q_l, dt)
+        if low_last:
+            c_l, g_l, qbar_l = g * state.cov_last, g**2 * state.gram_last, g**2 * state.q_last + ql
+        else:
+            c_l, g_l, qbar_l = g * state.cov_last, state.gram_last, state.q_last
+            if use_ql:
+                n = state.cov_last.shape[0]
+                c_l = linalg.qr_upper(c_l, jnp.sqrt(ql) * jnp.eye(n, dtype=dt))
+        return HiLoFiState(
+            g * state.mean_hidden,
+            g * state.mean_last,
+            g * state.cov_hidden,
+            g**2 * state.gram_hidden,
+            c_l,
+            g_l,
+            g**2 * state.q_hidden + qh,
+            qbar_l,
+        )
+
+    def _blocks(state: HiLoFiState, x):
+        """Linearise and return the pieces of ``S``: ``(ŷ, H̃, L̃, R, A_h, S_h, B_ℓ, S_ℓ)``."""
+        yhat, jh, jl, r = linearize_blocks(_obs_fn(x), state.mean_hidden, state.mean_last, likelihood)
+        a_h = state.cov_hidden @ jh.T  # (d, C)
+        s_h = a_h.T @ a_h
+        if use_qh:
+            s_h = s_h + state.q_hidden * (jh @ jh.T)
+        b_l = state.cov_last @ jl.T  # (D_ℓ or d_ℓ, C)
+        s_l = b_l.T @ b_l
+        if low_last and use_ql:
+            s_l = s_l + state.q_last * (jl @ jl.T)
+        return yhat, jh, jl, r, a_h, s_h, b_l, s_l
+
+    def update(state: HiLoFiState, x, y) -> HiLoFiState:
+        dt = state.mean_hidden.dtype
+        y = as_obs(y, dt)
+        yhat, jh, jl, r, a_h, s_h, b_l, s_l = _blocks(state, x)
+        if y.shape != yhat.shape:
+            raise ValueError(f"observation y has shape {y.shape} but the model outputs {yhat.shape}")
+        innov = y - yhat
+        s = linalg.symmetrize(s_h + s_l + r)
+        s_chol = linalg.chol_upper(s)
+        r_half = linalg.sqrt_psd(r)
+        h, c_h, g_h = linalg.lowrank_kalman_update(
+            state.mean_hidden, state.cov_hidden, state.gram_hidden, jh, a_h, s_chol, r_half, innov,
+            state.q_hidden, use_qh,
+        )
+        if low_last:
+            ell, c_l, g_l = linalg.lowrank_kalman_update(
+                state.mean_last, state.cov_last, state.gram_last, jl, b_l, s_chol, r_half, innov,
+                state.q_last, use_ql,
+            )
+        else:
+            ell, c_l = linalg.sqrt_factor_update(state.mean_last, state.cov_last, b_l, s, s_h, r_half, innov)
+            g_l = state.gram_last
+        zero = jnp.zeros((), dt)
+        return HiLoFiState(h, ell, c_h, g_h, c_l, g_l, zero, zero)
+
+    def predictive(state: HiLoFiState, x) -> tuple[Array, Array]:
+        yhat, _, _, r, _, s_h, _, s_l = _blocks(state, x)
+        return yhat, linalg.symmetrize(s_h + s_l + r)
+
+    def sample(key: Array, state: HiLoFiState):
+        k1, k2, k3, k4 = jax.random.split(key, 4)
+        dt = state.mean_hidden.dtype
+        h = state.mean_hidden + jax.random.normal(k1, (state.cov_hidden.shape[0],), dt) @ state.cov_hidden
+        if use_qh:
+            h = h + jnp.sqrt(state.q_hidden) * jax.random.normal(k2, h.shape, dt)
+        ell = state.mean_last + jax.random.normal(k3, (state.cov_last.shape[0],), dt) @ state.cov_last
+        if low_last and use_ql:
+            ell = ell + jnp.sqrt(state.q_last) * jax.random.normal(k4, ell.shape, dt)
+        return cell.space.merge(h, ell)
+
+    def mean(state: HiLoFiState):
+        return cell.space.merge(state.mean_hidden, state.mean_last)
+
+    hyper = dict(
+        rank=rank, rank_last=rank_last, last_layer=last_layer, init_cov_hidden=init_cov_hidden,
+        init_cov_last=init_cov_last, dynamics_cov_hidden=q_h, dynamics_cov_last=q_l, forgetting=forgetting,
+        seed=seed,
+    )
+    return Posterior(init, predict, update, predictive, sample, mean, name="lolofi" if low_last else "hilofi",
+                     hyper=hyper)
+
+
+def lolofi(
+    apply_fn: ApplyFn,
+    likelihood: Likelihood = Gaussian(1.0),
+    *,
+    rank: int = 20,
+    rank_last: int = 10,
+    **kwargs,
+) -> Posterior:
+    """LoLoFi: :func:`hilofi` with a rank-``rank_last`` last-layer factor (seed 003, Algorithm 3)."""
+    if rank_last is None:
+        raise ValueError("lolofi needs an integer rank_last (use hilofi for a full-rank last layer)")
+    return hilofi(apply_fn, likelihood, rank=rank, rank_last=rank_last, **kwargs)
