@@ -1,0 +1,159 @@
+"""Exact Bayesian linear regression / Kalman filter for models *linear in their parameters* (seed 002 §2.1–2.2).
+
+The LinTS / LinUCB baseline.  For a model ``f(θ, x) = H(x) θ + c(x)`` the design rows ``H(x) (C, P)`` are the
+Jacobian of ``apply_fn`` with respect to the parameters (one reverse pass per output, at the current mean — any
+point gives the same ``H`` for a linear model), so every update is the exact conjugate update.  A Flax
+``MLP(features=(), out=K)`` is such a model; with ``apply_fn=None`` the parameters are a weight array ``w`` of
+shape ``(D,)`` or ``(D, C)`` and ``f = xᵀ w``.  (For a non-linear ``apply_fn`` the same equations are an EKF.)
+
+State: ``mean μ (P,)``, ``cov Σ (P, P)`` and, for ``noise="nig"``, the inverse-gamma parameters ``a, b``
+(``a, b`` are carried but unused for known noise).
+
+``noise="known"`` (seed 002 §2.1; any likelihood, exact for ``Gaussian``):
+    prior ``θ ~ N(θ_0, init_cov · I)``
+    predict  ``μ ← γ μ``;  ``Σ ← γ² Σ + q I``
+    update   ``e = y − f(μ, x)``, ``S = H Σ Hᵀ + R``, ``K = Σ Hᵀ S⁻¹``, ``μ ← μ + K e``,
+             ``Σ ← (I − K H) Σ (I − K H)ᵀ + K R Kᵀ``  (Joseph form; equals ``(Σ⁻¹ + Hᵀ R⁻¹ H)⁻¹``)
+    predictive ``N(f(μ, x), H Σ Hᵀ + R)``.
+
+``noise="nig"`` (seed 002 §2.2, West & Harrison §4.6; ``Gaussian`` only — its ``obs_noise`` is ignored because
+σ² is inferred):
+    prior ``σ² ~ IG(a0, b0)``, ``θ | σ² ~ N(θ_0, σ² · init_cov · I)``; ``Σ`` is the covariance *in units of σ²*
+    predict  ``μ ← γ μ``;  ``Σ ← γ² Σ + q I``   (``q`` also in units of σ²; ``a, b`` are not discounted)
+    update   ``e = y − f(μ, x)``, ``S* = H Σ Hᵀ + I_C``, ``K = Σ Hᵀ S*⁻¹``, ``μ ← μ + K e``,
+             ``Σ ← Σ − K S* Kᵀ``, ``a ← a + C/2``, ``b ← b + ½ eᵀ S*⁻¹ e``
+             (equal to the batch NIG posterior of seed 002 eqs. 17–20 with ``Σ_0 = init_cov · I``)
+    predictive: the marginal of ``y`` is a multivariate Student-t with ``2a`` degrees of freedom, location
+             ``f(μ, x)`` and scale ``(b/a)(H Σ Hᵀ + I)``.  Returned: its mean and its covariance
+             ``b/(a − 1) · (H Σ Hᵀ + I)``, which exists for ``a > 1``; for ``a ≤ 1`` (infinite variance) the scale
+             matrix ``(b/a)(H Σ Hᵀ + I)`` is returned instead.  Use ``a0 > 1`` (default 6, seed 002's reference).
+    sample: ``σ² ~ IG(a, b)`` then ``θ ~ N(μ, σ² Σ)`` (two-level Thompson draw).
+
+``mean(state)`` is ``μ`` in both modes.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from banditkit import linalg
+from banditkit.likelihoods import Gaussian, Likelihood
+from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, linearize
+from banditkit.posteriors.diag_ekf import check_common_hyper
+
+Array = jax.Array
+
+
+class LinearState(NamedTuple):
+    mean: Array  # (P,)
+    cov: Array  # (P, P); in units of σ² for noise="nig"
+    a: Array  # () inverse-gamma shape (nig)
+    b: Array  # () inverse-gamma scale (nig)
+
+
+def _dot_apply(w, x):
+    """Default linear model ``f = xᵀ w`` for ``w (D,)`` or ``(D, C)``."""
+    return jnp.atleast_1d(jnp.ravel(jnp.asarray(x)) @ w)
+
+
+def linear(
+    apply_fn: ApplyFn | None = None,
+    likelihood: Likelihood = Gaussian(1.0),
+    *,
+    init_cov: float = 1.0,
+    noise: str = "known",
+    a0: float = 6.0,
+    b0: float = 6.0,
+    dynamics_cov: float = 0.0,
+    forgetting: float = 1.0,
+) -> Posterior:
+    """Exact Bayesian linear regression / Kalman filter (see the module docstring for the equations).
+
+    Args:
+      apply_fn: ``apply_fn(params, x) -> (C,)`` linear in ``params``; ``None`` for ``f = xᵀ w``.
+      likelihood: ``Gaussian(obs_noise)`` (``obs_noise`` = known σ²; ignored for ``noise="nig"``). With
+        ``noise="known"`` the moment-matched ``Bernoulli`` / ``Categorical`` are accepted too (then an EKF).
+      init_cov: prior variance of every parameter (``noise="nig"``: prior covariance ``σ² · init_cov · I``).
+      noise: ``"known"`` (σ² from the likelihood) or ``"nig"`` (Normal-Inverse-Gamma, σ² learned).
+      a0, b0: inverse-gamma prior ``σ² ~ IG(a0, b0)`` for ``noise="nig"`` (defaults: seed 002's reference 6, 6).
+      dynamics_cov: ``q``, random-walk variance added per ``predict``.
+      forgetting: ``γ``, the mean shrinks as ``θ ← γθ`` per ``predict``.
+    """
+    check_common_hyper("linear", init_cov=init_cov, dynamics_cov=dynamics_cov, forgetting=forgetting)
+    if noise not in ("known", "nig"):
+        raise ValueError(f"linear: noise={noise!r} must be 'known' (sigma^2 given) or 'nig' (sigma^2 learned)")
+    if noise == "nig":
+        if not isinstance(likelihood, Gaussian):
+            raise TypeError(
+                f"linear(noise='nig') is the Normal-Inverse-Gamma regression and needs a Gaussian likelihood, "
+                f"got {type(likelihood).__name__}; use noise='known' for a moment-matched classification filter"
+            )
+        for nm, v in (("a0", a0), ("b0", b0)):
+            if not isinstance(v, jax.core.Tracer) and not float(v) > 0:
+                raise ValueError(f"linear: {nm} must be > 0, got {v!r}")
+    f = _dot_apply if apply_fn is None else apply_fn
+    nig = noise == "nig"
+    cell = SpaceCell()
+
+    def init(params) -> LinearState:
+        mu = cell.set(params).ravel(params)
+        dt = mu.dtype
+        cov = jnp.asarray(init_cov, dt) * jnp.eye(mu.size, dtype=dt)
+        return LinearState(mu, cov, jnp.asarray(a0, dt), jnp.asarray(b0, dt))
+
+    def _design(state: LinearState, x):
+        s = cell.space
+        yhat, h, r = linearize(lambda t: f(s.unravel(t), x), state.mean, likelihood)
+        if nig:
+            r = jnp.eye(yhat.shape[0], dtype=yhat.dtype)
+        return yhat, h, r
+
+    def predict(state: LinearState) -> LinearState:
+        dt = state.mean.dtype
+        g = jnp.asarray(forgetting, dt)
+        q = jnp.asarray(dynamics_cov, dt)
+        cov = g**2 * state.cov + q * jnp.eye(state.mean.size, dtype=dt)
+        return state._replace(mean=g * state.mean, cov=cov)
+
+    def update(state: LinearState, x, y) -> LinearState:
+        mu, sigma, a, b = state
+        y = as_obs(y, mu.dtype)
+        yhat, h, r = _design(state, x)
+        sh = sigma @ h.T  # (P, C)
+        s_chol = linalg.chol_upper(linalg.symmetrize(h @ sh + r))
+        gain = linalg.solve_spd_factor(s_chol, sh.T).T  # (P, C)
+        e = y - yhat
+        mu = mu + gain @ e
+        ikh = jnp.eye(mu.size, dtype=mu.dtype) - gain @ h
+        sigma = linalg.symmetrize(ikh @ sigma @ ikh.T + gain @ r @ gain.T)
+        if nig:
+            a = a + 0.5 * e.shape[0]
+            b = b + 0.5 * e @ linalg.solve_spd_factor(s_chol, e[:, None])[:, 0]
+        return LinearState(mu, sigma, a, b)
+
+    def predictive(state: LinearState, x) -> tuple[Array, Array]:
+        yhat, h, r = _design(state, x)
+        cov = linalg.symmetrize(h @ state.cov @ h.T + r)
+        if nig:
+            a, b = state.a, state.b
+            cov = cov * jnp.where(a > 1, b / jnp.where(a > 1, a - 1, 1.0), b / a)
+        return yhat, cov
+
+    def sample(key: Array, state: LinearState):
+        k_sig, k_z = jax.random.split(key)
+        evals, evecs = jnp.linalg.eigh(linalg.symmetrize(state.cov))
+        z = jax.random.normal(k_z, state.mean.shape, state.mean.dtype)
+        draw = evecs @ (jnp.sqrt(jnp.maximum(evals, 0.0)) * z)
+        if nig:
+            sig2 = state.b / jax.random.gamma(k_sig, state.a, dtype=state.mean.dtype)
+            draw = jnp.sqrt(sig2) * draw
+        return cell.space.unravel(state.mean + draw)
+
+    def mean(state: LinearState):
+        return cell.space.unravel(state.mean)
+
+    hyper = dict(init_cov=init_cov, noise=noise, a0=a0, b0=b0, dynamics_cov=dynamics_cov, forgetting=forgetting)
+    return Posterior(init, predict, update, predictive, sample, mean, name="linear", hyper=hyper)
