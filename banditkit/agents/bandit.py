@@ -1,0 +1,339 @@
+"""``BanditAgent``: a reward model + an online posterior over its parameters + a policy.
+
+Two reward-model shapes (the seeds use both):
+
+* multi-output (``per_arm=False``): ``f(params, context) (K,)``, one output per arm.  A round observes only the
+  pulled arm, so the posterior is built on the *selected-output* model
+  ``g(params, (context, e_a)) = f(params, context) · e_a  (1,)`` with ``e_a = one_hot(a)`` (:func:`selected_output`).
+  Scoring all K arms costs one forward pass (``reward_fn``) or K linearisations (``moments_fn``).
+* per-arm (``per_arm=True``): ``f(params, x_a) (1,)`` and the context is ``(K, *feature_shape)``: one feature row per
+  arm (KuaiRec, BO candidates).  The posterior is built on ``f`` itself and observes ``x = context[a]``.
+
+Round t::
+
+    action, state = agent.act(key, state, context)        # policy.choose on the current belief
+    state = agent.observe(state, context, action, reward)  # θ-posterior: update(x, y), then predict
+
+``observe`` applies the measurement update and then the time update (``predict``: forgetting / dynamics noise), so
+the stored belief is always the prior for the next round, which ``act`` uses.
+
+Warm-up (seed 002's subspace EKF, and optionally any backend): with ``warmup_steps = τ > 0`` the first τ rounds pull
+arms round-robin (``a = t mod K``); ``observe`` stores them in a fixed-size buffer in the state.  At round ``t = τ``
+``act`` first calls :meth:`BanditAgent.warmup`: for ``subspace_ekf`` it fits SGD to the warm-up data (bandit feedback:
+only the pulled arm's output enters the loss), builds ``A`` from the SVD of the iterates
+(``bk.posteriors.subspace_from_sgd``), re-initialises the subspace posterior at ``θ*`` and filters the τ warm-up
+observations through it (seed 002 Alg. 2); other backends are updated online during warm-up and ``warmup`` is the
+identity.  Without warm-up, ``subspace_ekf`` uses a random subspace through the initial weights.  The compiled
+runner calls ``warmup`` itself at ``t = τ`` (an unbatched ``lax.cond``, so vmapping over seeds never runs the SGD
+fit more than once); the public ``act`` does it automatically when called with a concrete state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from banditkit import policies as _policies
+from banditkit import posteriors as _posteriors
+from banditkit.likelihoods import Gaussian
+from banditkit.policies.base import Policy, output_candidates, point_candidates
+from banditkit.posteriors.base import Posterior, as_obs
+
+Array = jax.Array
+PyTree = Any
+
+
+class WarmupBuffer(NamedTuple):
+    contexts: PyTree  # (τ, *context_shape): the warm-up contexts
+    actions: Array  # (τ,) int32
+    rewards: Array  # (τ,)
+    params: PyTree  # the initial network weights (start of the warm-up SGD)
+    basis: Array  # (P, d) subspace basis (subspace_ekf only; (0, 0) otherwise)
+
+
+class AgentState(NamedTuple):
+    posterior: Any  # the posterior backend's state
+    step: Array  # int32: rounds observed so far
+    warmup: Any  # WarmupBuffer, or () without warm-up
+
+
+def selected_output(model_apply: Callable) -> Callable:
+    """``g(params, (context, e)) = f(params, context) · e`` with shape ``(1,)``: a K-output model observed through
+    the one-hot arm indicator ``e (K,)``.  Build a posterior on this to plug it into a multi-output agent."""
+
+    def apply_fn(params, x):
+        context, e = x
+        f = jnp.atleast_1d(model_apply(params, context))
+        return jnp.sum(f * e.astype(f.dtype), keepdims=True)
+
+    return apply_fn
+
+
+def _is_traced(tree) -> bool:
+    return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(tree))
+
+
+class BanditAgent:
+    """Model + posterior + policy (see the module docstring).
+
+    Args:
+      model: a Flax module (or any object with ``init(key, x)`` and ``apply(params, x)``).  Multi-output:
+        ``apply(params, context) -> (K,)``; per-arm: ``apply(params, x_a) -> (1,)``.
+      posterior: a backend name (``bk.posteriors.REGISTRY``), a factory ``factory(apply_fn, likelihood)``
+        (e.g. ``functools.partial(bk.posteriors.hilofi, rank=5)``), or a built :class:`Posterior` whose apply_fn
+        is the selected-output model :func:`selected_output` (multi-output) or the model itself (per-arm).
+      policy: a :class:`~banditkit.policies.Policy` or a policy name (``"thompson"``, ``"ucb"``, ``"eps_greedy"``...).
+      likelihood: observation model of the reward (default ``Gaussian(obs_noise)``); its ``mean`` link turns the
+        network output into the expected reward.
+      per_arm: the reward model scores one arm's features at a time (context ``(K, F...)``).
+      posterior_kwargs: hyper-parameters for a backend given by name or factory.
+      warmup_steps: τ round-robin warm-up rounds before the policy takes over (``make_agent`` picks a default).
+      subspace_dim: ``d`` for ``subspace_ekf``; ``sgd_kwargs``: passed to ``subspace_from_sgd``.
+      obs_noise: variance of the default Gaussian likelihood.
+      num_actions: K for a multi-output model (default: the model's output size, found at ``init``).
+    """
+
+    def __init__(
+        self,
+        model,
+        posterior: str | Posterior | Callable = "ekf",
+        policy: str | Policy = "thompson",
+        *,
+        likelihood=None,
+        per_arm: bool = False,
+        posterior_kwargs: dict | None = None,
+        warmup_steps: int = 0,
+        subspace_dim: int = 20,
+        sgd_kwargs: dict | None = None,
+        obs_noise: float = 0.1,
+        num_actions: int | None = None,
+    ):
+        if not (hasattr(model, "init") and hasattr(model, "apply")):
+            raise TypeError(
+                f"model must be a Flax module (or have init(key, x) and apply(params, x)), got {type(model).__name__}"
+            )
+        if warmup_steps < 0:
+            raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps}")
+        self.model = model
+        self.per_arm = bool(per_arm)
+        self.likelihood = likelihood if likelihood is not None else Gaussian(obs_noise)
+        self.policy = _policies.get(policy)
+        self.warmup_steps = int(warmup_steps)
+        self.subspace_dim = int(subspace_dim)
+        self.sgd_kwargs = dict(sgd_kwargs or {})
+        self.num_actions = num_actions
+        self.apply_fn = model.apply if self.per_arm else selected_output(model.apply)
+        kwargs = dict(posterior_kwargs or {})
+        self._factory = None
+        if isinstance(posterior, Posterior):
+            if kwargs:
+                raise ValueError("posterior_kwargs apply to a backend name or factory, not to a built Posterior")
+            self.posterior = posterior
+            self.posterior_name = posterior.name
+        else:
+            factory = _posteriors.get(posterior) if isinstance(posterior, str) else posterior
+            if not callable(factory):
+                raise TypeError(f"posterior must be a backend name, a factory or a Posterior, got {posterior!r}")
+            self.posterior_name = getattr(factory, "__name__", str(posterior))
+            if factory is getattr(_posteriors, "subspace_ekf", None):
+                self._factory = (factory, kwargs)
+                self.posterior = None  # built per state (the basis lives in the state)
+            else:
+                self.posterior = factory(self.apply_fn, self.likelihood, **kwargs)
+        self.is_subspace = self._factory is not None
+        self._template = None
+        self._jit_act = jax.jit(self._act)
+        self._jit_observe = jax.jit(self._observe)
+        self._jit_warmup = jax.jit(self.warmup)
+
+    # ---------------------------------------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        return f"BanditAgent(posterior={self.posterior_name!r}, policy={self.policy.name!r}, per_arm={self.per_arm})"
+
+    @property
+    def name(self) -> str:
+        return f"{self.posterior_name}-{self.policy.name}"
+
+    def _subspace_posterior(self, basis: Array) -> Posterior:
+        factory, kwargs = self._factory
+        post = factory(self.apply_fn, self.likelihood, basis=basis, **kwargs)
+        zeros = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), self._template)
+        post.init(zeros)  # records the parameter layout (dead code under jit)
+        return post
+
+    def posterior_for(self, state: AgentState) -> Posterior:
+        """The :class:`Posterior` that owns ``state.posterior`` (for ``subspace_ekf`` it depends on the basis)."""
+        if self.is_subspace:
+            return self._subspace_posterior(state.warmup.basis)
+        return self.posterior
+
+    def _example_input(self, context):
+        return context[0] if self.per_arm else context
+
+    def _k(self, context) -> int:
+        if self.per_arm:
+            return int(jax.tree_util.tree_leaves(context)[0].shape[0])
+        return int(self.num_actions)
+
+    # ---------------------------------------------------------------------------------------------------------
+    def init(self, key: Array, example_context) -> AgentState:
+        """Initial weights from ``model.init`` and the prior belief; ``example_context`` fixes the shapes."""
+        example_context = jax.tree_util.tree_map(jnp.asarray, example_context)
+        if self.per_arm and jnp.ndim(jax.tree_util.tree_leaves(example_context)[0]) < 1:
+            raise ValueError("a per-arm agent needs a context with one feature row per arm, shape (K, ...)")
+        k_model, k_basis = jax.random.split(key)
+        params = self.model.init(k_model, self._example_input(example_context))
+        self._template = jax.tree_util.tree_map(
+            lambda p: jax.ShapeDtypeStruct(jnp.shape(p), jnp.result_type(p)), params
+        )
+        if not self.per_arm:
+            out = jax.eval_shape(self.model.apply, params, example_context)
+            if len(out.shape) != 1:
+                raise ValueError(f"a multi-output model must return (K,) for one context, got shape {out.shape}")
+            if self.num_actions is None:
+                self.num_actions = int(out.shape[0])
+            elif self.num_actions != out.shape[0]:
+                raise ValueError(f"num_actions={self.num_actions} but the model returns {out.shape[0]} outputs")
+        if self.is_subspace:
+            from banditkit.posteriors import subspace_random
+
+            basis, _ = subspace_random(k_basis, params, self.subspace_dim)
+            post = self._subspace_posterior(basis)
+        else:
+            basis = jnp.zeros((0, 0), jnp.result_type(*jax.tree_util.tree_leaves(params)))
+            post = self.posterior
+        post_state = post.init(params)
+        warm: Any = ()
+        if self.warmup_steps > 0 or self.is_subspace:
+            tau = self.warmup_steps
+            dtype = jnp.result_type(*jax.tree_util.tree_leaves(params))
+            ctx = jax.tree_util.tree_map(lambda c: jnp.zeros((tau, *jnp.shape(c)), jnp.result_type(c)), example_context)
+            warm = WarmupBuffer(ctx, jnp.zeros((tau,), jnp.int32), jnp.zeros((tau,), dtype), params, basis)
+        return AgentState(post_state, jnp.zeros((), jnp.int32), warm)
+
+    # ---------------------------------------------------------------------------------------------------------
+    def candidates(self, posterior: Posterior, context):
+        """``(reward_fn, moments_fn)`` of the K arms for ``context`` (see :mod:`banditkit.policies.base`)."""
+        if self.per_arm:
+            return point_candidates(posterior, self.model.apply, context, self.likelihood)
+        return output_candidates(posterior, self.model.apply, context, self.num_actions, self.likelihood)
+
+    def _act(self, key: Array, state: AgentState, context) -> Array:
+        post = self.posterior_for(state)
+        reward_fn, moments_fn = self.candidates(post, context)
+        action = self.policy.choose(key, post, state.posterior, reward_fn, moments_fn)
+        if self.warmup_steps > 0:
+            k = self._k(context)
+            action = jnp.where(state.step < self.warmup_steps, state.step % k, action).astype(jnp.int32)
+        return action
+
+    def act(self, key: Array, state: AgentState, context) -> tuple[Array, AgentState]:
+        """Choose an arm for ``context``: ``(action int32, state)``.
+
+        At round ``t = warmup_steps`` this first fits the warm-up (see the module docstring), with a key derived
+        from ``key``; in a traced call that happens inside a ``lax.cond``.
+        """
+        self._check_ready(state)
+        context = jax.tree_util.tree_map(jnp.asarray, context)
+        if self.warmup_steps > 0 and self.is_subspace:
+            k_warm = jax.random.fold_in(key, 0x5EED)
+            if _is_traced((key, state, context)):
+                state = jax.lax.cond(
+                    state.step == self.warmup_steps, lambda s: self.warmup(k_warm, s), lambda s: s, state
+                )
+            elif int(state.step) == self.warmup_steps:
+                state = self._jit_warmup(k_warm, state)
+        if _is_traced((key, state, context)):
+            return self._act(key, state, context), state
+        return self._jit_act(key, state, context), state
+
+    def _observation(self, context, action):
+        if self.per_arm:
+            x = jax.tree_util.tree_map(lambda c: c[action], context)
+        else:
+            x = (context, jax.nn.one_hot(action, self.num_actions))
+        return x
+
+    def _observe(self, state: AgentState, context, action: Array, reward: Array) -> AgentState:
+        post = self.posterior_for(state)
+        dtype = jnp.result_type(*jax.tree_util.tree_leaves(state.posterior))
+        y = as_obs(reward, dtype)
+        x = self._observation(context, action)
+        new = post.predict(post.update(state.posterior, x, y))
+        warm = state.warmup
+        if self.warmup_steps > 0:
+            in_warmup = state.step < self.warmup_steps
+            i = jnp.clip(state.step, 0, self.warmup_steps - 1)
+            buf = warm
+            put = lambda arr, v: jnp.where(in_warmup, arr.at[i].set(jnp.asarray(v, arr.dtype)), arr)
+            ctx = jax.tree_util.tree_map(put, buf.contexts, context)
+            warm = buf._replace(contexts=ctx, actions=put(buf.actions, action), rewards=put(buf.rewards, y[0]))
+            if self.is_subspace:  # the subspace filter starts after the warm-up fit
+                new = jax.tree_util.tree_map(lambda a, b: jnp.where(in_warmup, a, b), state.posterior, new)
+        return AgentState(new, state.step + 1, warm)
+
+    def observe(self, state: AgentState, context, action, reward) -> AgentState:
+        """Update the belief with the reward of the pulled arm (then the time update ``predict``)."""
+        self._check_ready(state)
+        if not _is_traced((context, action, reward)):
+            from banditkit.validation import check_action, check_finite
+
+            check_finite("reward", reward, hint="drop or impute the round before observe()")
+            check_finite("context", context, hint="clean the context before observe()")
+            k = self._k(jax.tree_util.tree_map(jnp.asarray, context))
+            check_action(int(action), k)
+        context = jax.tree_util.tree_map(jnp.asarray, context)
+        action = jnp.asarray(action, jnp.int32)
+        if _is_traced((state, context, action, reward)):
+            return self._observe(state, context, action, reward)
+        return self._jit_observe(state, context, action, reward)
+
+    def _check_ready(self, state):
+        if self._template is None or not isinstance(state, AgentState):
+            raise RuntimeError("call agent.init(key, example_context) first and pass the state it returns")
+
+    # ---------------------------------------------------------------------------------------------------------
+    def warmup(self, key: Array, state: AgentState) -> AgentState:
+        """Fit the subspace from the warm-up buffer (``subspace_ekf``), else the identity.  Pure and jittable.
+
+        ``θ*, A = subspace_from_sgd(f, θ_0, warm-up data, dim=d, mask=pulled arm)``; the posterior restarts at
+        ``z = 0`` (``θ = θ*``) and filters the τ warm-up observations (predict after each update).
+        """
+        if not (self.is_subspace and self.warmup_steps > 0):
+            return state
+        from banditkit.posteriors import subspace_from_sgd
+
+        buf: WarmupBuffer = state.warmup
+        k = self.num_actions
+        if self.per_arm:
+            xs = jax.tree_util.tree_map(lambda c: c[jnp.arange(self.warmup_steps), buf.actions], buf.contexts)
+            ys, mask, fit_apply = buf.rewards[:, None], None, self.model.apply
+        else:
+            xs = buf.contexts
+            onehot = jax.nn.one_hot(buf.actions, k, dtype=buf.rewards.dtype)
+            ys, mask, fit_apply = onehot * buf.rewards[:, None], onehot, self.model.apply
+        opts = dict(n_iters=500, learning_rate=0.05, skip=2)
+        opts.update(self.sgd_kwargs)
+        basis, offset = subspace_from_sgd(
+            fit_apply, buf.params, xs, ys, dim=self.subspace_dim, key=key, mask=mask, **opts
+        )
+        post = self._subspace_posterior(basis)
+        params_star = _unravel_like(buf.params, offset)
+        pstate = post.init(params_star)
+
+        def step(ps, i):
+            ctx = jax.tree_util.tree_map(lambda c: c[i], buf.contexts)
+            x = self._observation(ctx, buf.actions[i])
+            return post.predict(post.update(ps, x, buf.rewards[i][None])), None
+
+        pstate, _ = jax.lax.scan(step, pstate, jnp.arange(self.warmup_steps))
+        return AgentState(pstate, state.step, buf._replace(basis=basis))
+
+
+def _unravel_like(params: PyTree, flat: Array) -> PyTree:
+    from jax.flatten_util import ravel_pytree
+
+    return ravel_pytree(params)[1](flat)
