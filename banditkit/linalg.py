@@ -18,7 +18,7 @@ Kernels
 ``project_weights(G, d, add)``  the eigen half of ``P_{d,+a}``: weights ``W`` with ``J = W N``.
 ``sqrt_psd(R)``                 symmetric square root of a small PSD matrix (exists when ``R`` is singular).
 ``lowrank_kalman_update(...)``  one Kalman step of a ``CᵀC + qI`` block (HiLoFi hidden block, LoLoFi, LRKF),
-                                with the projection and the mean update fused into one ``(d+1, d) @ (d, D)`` GEMM.
+                                the projection done as one ``(d, d) @ (d, D)`` GEMM (no ``D``-sized Gram or transpose).
 ``sqrt_factor_update(...)``     full-rank square-root block-Joseph step in ``O(D² c)`` (HiLoFi last layer).
 """
 
@@ -175,10 +175,10 @@ def lowrank_kalman_update(
     q: Array | float = 0.0,
     use_q: bool = False,
 ) -> tuple[Array, Array, Array]:
-    """Kalman update of one block with covariance ``CᵀC + qI`` (rows of ``C`` orthogonal), fused into one GEMM.
+    """Kalman update of one block with covariance ``CᵀC + qI`` (rows of ``C`` orthogonal) with one big GEMM.
 
     This is the hidden-block step of HiLoFi / LoLoFi and the whole LRKF step (seed 003, Algorithm 1 lines
-    6–7, 10, 12 and Algorithm 4), rewritten so that the ``(d, D)`` factor is read twice and written once:
+    6–7, 10, 12 and Algorithm 4), rewritten so that no ``D``-sized Gram or transposed copy is formed:
 
     Args:
       mean: ``μ (D,)`` block mean.
@@ -197,7 +197,8 @@ def lowrank_kalman_update(
       ``N = [C − A Kᵀ ; R½Kᵀ] = Φ C + q Ψ V`` with ``Φ = [I − AZ ; R½Z]``, ``Ψ = [−A ; R½]``;
       ``N Nᵀ = Φ diag(gram) Φᵀ + q(Φ (A S⁻¹) Ψᵀ + transpose) + q² Ψ S⁻¹HHᵀS⁻¹ Ψᵀ``   (all ``(d+c_y)²``);
       ``(W, s2) = P_{d,+q}`` weights of ``N Nᵀ``;  ``C ← (WΦ) C + q (WΨ) V``, ``gram ← s2``.
-      The mean correction ``Cᵀ(A S⁻¹ε)`` rides along as one extra row of the GEMM ``[WΦ ; (AS⁻¹ε)ᵀ] @ C``.
+      ``C`` is read three times (``A = C Hᵀ`` by the caller, the GEMM ``(WΦ) C``, the GEMV ``(AS⁻¹ε)ᵀC``) and
+      written once; the only ``O(d²D)`` work is the GEMM.
 
     Returns ``(mean, C, gram)``: ``CᵀC`` is the best rank-``d`` factor of the surrogate
     ``(I−KH)(CᵀC)(I−KH)ᵀ + KRKᵀ + qI`` (Corollary C.3), exactly the Joseph form when ``q = 0`` and ``d``
@@ -216,8 +217,8 @@ def lowrank_kalman_update(
         cross = phi @ z.T @ psi.T
         g_n = g_n + q * (cross + cross.T) + q**2 * (psi @ vv @ psi.T)
     w, s2 = project_weights(g_n, d, q if use_q else 0.0)
-    big = jnp.concatenate([w @ phi, u[None, :]], axis=0) @ c  # (d+1, D): the one O(d²D) pass
-    c_new, dmean = big[:d], big[d]
+    c_new = (w @ phi) @ c  # (d, D): the one O(d²D) pass
+    dmean = u @ c  # a second read of C; cheaper than slicing a (d+1, D) product (that copies (d, D))
     if use_q:
         v = solve_spd_factor(s_chol, jac)  # (c_y, D)
         c_new = c_new + q * ((w @ psi) @ v)

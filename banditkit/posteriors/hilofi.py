@@ -123,8 +123,12 @@ def hilofi(
     _check_rank("rank_last", rank_last, allow_none=True)
     q_h = dynamics_cov_hidden if dynamics_cov_hidden is not None else (dynamics_cov or 0.0)
     q_l = dynamics_cov_last if dynamics_cov_last is not None else (dynamics_cov or 0.0)
-    for n, v in [("init_cov_hidden", init_cov_hidden), ("init_cov_last", init_cov_last), ("dynamics_cov_hidden", q_h),
-                 ("dynamics_cov_last", q_l)]:
+    for n, v in [
+        ("init_cov_hidden", init_cov_hidden),
+        ("init_cov_last", init_cov_last),
+        ("dynamics_cov_hidden", q_h),
+        ("dynamics_cov_last", q_l),
+    ]:
         _check(n, v)
     _check("forgetting", forgetting, positive=True)
     if not isinstance(last_layer, str):
@@ -200,13 +204,29 @@ def hilofi(
         s_chol = linalg.chol_upper(s)
         r_half = linalg.sqrt_psd(r)
         h, c_h, g_h = linalg.lowrank_kalman_update(
-            state.mean_hidden, state.cov_hidden, state.gram_hidden, jh, a_h, s_chol, r_half, innov,
-            state.q_hidden, use_qh,
+            state.mean_hidden,
+            state.cov_hidden,
+            state.gram_hidden,
+            jh,
+            a_h,
+            s_chol,
+            r_half,
+            innov,
+            state.q_hidden,
+            use_qh,
         )
         if low_last:
             ell, c_l, g_l = linalg.lowrank_kalman_update(
-                state.mean_last, state.cov_last, state.gram_last, jl, b_l, s_chol, r_half, innov,
-                state.q_last, use_ql,
+                state.mean_last,
+                state.cov_last,
+                state.gram_last,
+                jl,
+                b_l,
+                s_chol,
+                r_half,
+                innov,
+                state.q_last,
+                use_ql,
             )
         else:
             ell, c_l = linalg.sqrt_factor_update(state.mean_last, state.cov_last, b_l, s, s_h, r_half, innov)
@@ -233,12 +253,19 @@ def hilofi(
         return cell.space.merge(state.mean_hidden, state.mean_last)
 
     hyper = dict(
-        rank=rank, rank_last=rank_last, last_layer=last_layer, init_cov_hidden=init_cov_hidden,
-        init_cov_last=init_cov_last, dynamics_cov_hidden=q_h, dynamics_cov_last=q_l, forgetting=forgetting,
+        rank=rank,
+        rank_last=rank_last,
+        last_layer=last_layer,
+        init_cov_hidden=init_cov_hidden,
+        init_cov_last=init_cov_last,
+        dynamics_cov_hidden=q_h,
+        dynamics_cov_last=q_l,
+        forgetting=forgetting,
         seed=seed,
     )
-    return Posterior(init, predict, update, predictive, sample, mean, name="lolofi" if low_last else "hilofi",
-                     hyper=hyper)
+    return Posterior(
+        init, predict, update, predictive, sample, mean, name="lolofi" if low_last else "hilofi", hyper=hyper
+    )
 
 
 def lolofi(

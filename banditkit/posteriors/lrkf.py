@@ -1,0 +1,135 @@
+"""LRKF: one low-rank square-root covariance over all parameters (seed 003, Appendix E.3, Algorithm 4 with the
+digest's errata: ``ŷ`` and ``H`` at the *previous* mean, ``Q_R(C Hᵀ, √q Hᵀ, R½)``, and ``P_{d,+q}`` not ``P_d``).
+
+State (:class:`LRKFState`): ``mean μ (P,)``; ``cov = C (d, P)`` with orthogonal rows and ``gram = diag(C Cᵀ)
+(d,)``; ``q`` the isotropic variance not yet folded into ``C``.  Covariance ``Σ = CᵀC + q̄ I``.
+
+Model: ``θ_t = γθ_{t−1} + u_t``, ``u ~ N(0, q I)``; ``y ~ N(m(f(θ, x)), R)`` linearised at the mean.
+
+predict:  ``μ ← γμ``, ``C ← γC``, ``q̄ ← γ²q̄ + q``   (``Σ ← γ²Σ + qI`` exactly)
+update:   ``ŷ = m(f(μ, x))``, ``H = ∂ŷ/∂θ (C, P)``, ``ε = y − ŷ``, ``S = H(CᵀC + q̄I)Hᵀ + R``,
+          ``Kᵀ = S⁻¹H(CᵀC + q̄I)``;  ``μ ← μ + Kε``;
+          ``C ← P_{d,+q̄}(C(I − KH)ᵀ, R½Kᵀ)``, ``q̄ ← 0`` — the best rank-``d`` factor of the surrogate
+          ``(I−KH)CᵀC(I−KH)ᵀ + KRKᵀ + q̄I`` (:func:`banditkit.linalg.lowrank_kalman_update`; one ``(d, d) @ (d, P)``
+          GEMM per step, never a ``P × P`` matrix).  With ``q = 0`` and ``rank ≥ P`` this is the exact Kalman filter.
+predictive: ``(ŷ(x), H(CᵀC + q̄I)Hᵀ + R)`` at the mean (epistemic + aleatoric).
+sample:   ``θ = μ + Cᵀε + √q̄ z``, ``ε ~ N(0, I_d)``, ``z ~ N(0, I_P)``.
+
+``init_cov`` is the prior *variance*: ``C_0 = √init_cov · Q`` with ``Q (d, P)`` random orthonormal dense rows (so
+``Σ_0`` has eigenvalue ``init_cov`` on a random ``d``-dimensional subspace; erratum 14.2.3 of the digest), ``rank``
+clipped to ``P``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from banditkit import linalg
+from banditkit.likelihoods import Gaussian, Likelihood
+from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, linearize
+from banditkit.posteriors.hilofi import _check, _check_rank, _is_zero, _lowrank_init
+
+Array = jax.Array
+
+
+class LRKFState(NamedTuple):
+    mean: Array  # (P,)
+    cov: Array  # C (d, P), orthogonal rows
+    gram: Array  # diag(C Cᵀ) (d,)
+    q: Array  # () pending isotropic variance
+
+
+def lrkf(
+    apply_fn: ApplyFn,
+    likelihood: Likelihood = Gaussian(1.0),
+    *,
+    rank: int = 20,
+    init_cov: float = 1.0,
+    dynamics_cov: float = 0.0,
+    forgetting: float = 1.0,
+    key: Array | None = None,
+    seed: int = 0,
+) -> Posterior:
+    """Low-rank Kalman filter over all parameters (see the module docstring for the equations).
+
+    Args:
+      apply_fn: ``apply_fn(params, x) -> (C,)`` for one unbatched input.
+      likelihood: ``Gaussian``, ``Bernoulli`` or ``Categorical``.
+      rank: ``d``, rank of the covariance factor.
+      init_cov: prior variance (on a random rank-``d`` subspace).
+      dynamics_cov: ``q``, random-walk variance added per ``predict``.
+      forgetting: ``γ``; ``predict`` does ``θ ← γθ``, ``Σ ← γ²Σ + qI``.
+      key, seed: PRNG key (or integer seed) for the random orthonormal initial factor.
+    """
+    _check_rank("rank", rank)
+    _check("init_cov", init_cov)
+    _check("dynamics_cov", dynamics_cov)
+    _check("forgetting", forgetting, positive=True)
+    use_q = not _is_zero(dynamics_cov)
+    base_key = jax.random.PRNGKey(seed) if key is None else key
+    cell = SpaceCell()
+
+    def init(params) -> LRKFState:
+        space = cell.set(params)
+        mu = space.ravel(params)
+        c, g = _lowrank_init(base_key, rank, mu.size, init_cov, mu.dtype)
+        return LRKFState(mu, c, g, jnp.zeros((), mu.dtype))
+
+    def _obs_fn(x):
+        space = cell.space
+        return lambda t: apply_fn(space.unravel(t), x)
+
+    def predict(state: LRKFState) -> LRKFState:
+        dt = state.mean.dtype
+        g = jnp.asarray(forgetting, dt)
+        return LRKFState(
+            g * state.mean, g * state.cov, g**2 * state.gram, g**2 * state.q + jnp.asarray(dynamics_cov, dt)
+        )
+
+    def _pieces(state: LRKFState, x):
+        yhat, jac, r = linearize(_obs_fn(x), state.mean, likelihood)
+        a = state.cov @ jac.T  # (d, C)
+        s = a.T @ a + r
+        if use_q:
+            s = s + state.q * (jac @ jac.T)
+        return yhat, jac, r, a, linalg.symmetrize(s)
+
+    def update(state: LRKFState, x, y) -> LRKFState:
+        y = as_obs(y, state.mean.dtype)
+        yhat, jac, r, a, s = _pieces(state, x)
+        if y.shape != yhat.shape:
+            raise ValueError(f"observation y has shape {y.shape} but the model outputs {yhat.shape}")
+        mu, c, g = linalg.lowrank_kalman_update(
+            state.mean,
+            state.cov,
+            state.gram,
+            jac,
+            a,
+            linalg.chol_upper(s),
+            linalg.sqrt_psd(r),
+            y - yhat,
+            state.q,
+            use_q,
+        )
+        return LRKFState(mu, c, g, jnp.zeros((), mu.dtype))
+
+    def predictive(state: LRKFState, x) -> tuple[Array, Array]:
+        yhat, _, _, _, s = _pieces(state, x)
+        return yhat, s
+
+    def sample(key: Array, state: LRKFState):
+        k1, k2 = jax.random.split(key)
+        dt = state.mean.dtype
+        theta = state.mean + jax.random.normal(k1, (state.cov.shape[0],), dt) @ state.cov
+        if use_q:
+            theta = theta + jnp.sqrt(state.q) * jax.random.normal(k2, theta.shape, dt)
+        return cell.space.unravel(theta)
+
+    def mean(state: LRKFState):
+        return cell.space.unravel(state.mean)
+
+    hyper = dict(rank=rank, init_cov=init_cov, dynamics_cov=dynamics_cov, forgetting=forgetting, seed=seed)
+    return Posterior(init, predict, update, predictive, sample, mean, name="lrkf", hyper=hyper)

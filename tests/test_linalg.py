@@ -1,0 +1,153 @@
+"""Every kernel of ``banditkit.linalg`` against dense numpy (float64)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from banditkit import linalg
+
+
+def _top_eig(m, d):
+    evals, evecs = np.linalg.eigh(0.5 * (m + m.T))
+    return evals[::-1][:d], evecs[:, ::-1][:, :d]
+
+
+def test_qr_upper_chol_and_solve(x64):
+    rng = np.random.default_rng(0)
+    b1, b2 = rng.normal(size=(3, 5)), rng.normal(size=(1, 5))  # 4 rows < 5 columns: padded
+    u = np.asarray(linalg.qr_upper(jnp.asarray(b1), jnp.asarray(b2)))
+    np.testing.assert_allclose(u.T @ u, b1.T @ b1 + b2.T @ b2, atol=1e-12)
+    assert np.allclose(np.tril(u, -1), 0) and np.all(np.diag(u) >= 0)
+    s = b1.T @ b1 + np.eye(5)
+    uc = np.asarray(linalg.chol_upper(jnp.asarray(s)))
+    np.testing.assert_allclose(uc.T @ uc, s, atol=1e-12)
+    assert np.allclose(np.tril(uc, -1), 0)
+    j = rng.normal(size=(5, 7))
+    np.testing.assert_allclose(
+        linalg.solve_spd_factor(jnp.asarray(uc), jnp.asarray(j)), np.linalg.solve(s, j), atol=1e-10
+    )
+
+
+@pytest.mark.parametrize("add", [0.0, 0.7])
+def test_project_is_top_d_eigen_of_gram_plus_a(x64, add):
+    rng = np.random.default_rng(1)
+    n = rng.normal(size=(6, 20)) * np.array([3.0, 2.0, 1.5, 1.0, 0.5, 0.1])[:, None]
+    d = 4
+    j, s2 = linalg.project(jnp.asarray(n), d, add)
+    j, s2 = np.asarray(j), np.asarray(s2)
+    evals, evecs = _top_eig(n.T @ n, d)
+    np.testing.assert_allclose(s2, evals + add, rtol=1e-10)  # P_{d,+a} keeps a (digest pitfall 3.3)
+    np.testing.assert_allclose(j.T @ j, evecs @ np.diag(evals + add) @ evecs.T, atol=1e-10)
+    np.testing.assert_allclose(j @ j.T, np.diag(s2), atol=1e-10)
+    if add == 0.0:  # Eckart–Young: the residual is the tail of the spectrum
+        tail = np.linalg.eigvalsh(n.T @ n)[::-1][d:]
+        np.testing.assert_allclose(np.linalg.norm(n.T @ n - j.T @ j), np.sqrt(np.sum(tail**2)), rtol=1e-8)
+    w, s2w = linalg.project_weights(jnp.asarray(n @ n.T), d, add)
+    np.testing.assert_allclose(np.asarray(w) @ n, j, atol=1e-10)
+    np.testing.assert_allclose(s2w, s2)
+    jg, _ = linalg.project_gram(jnp.asarray(n @ n.T), jnp.asarray(n), d, add)
+    np.testing.assert_allclose(jg, j, atol=1e-10)
+
+
+def test_project_zero_directions_are_zero_rows(x64):
+    n = np.zeros((4, 9))
+    n[0, :] = 1.0  # rank one
+    j, s2 = linalg.project(jnp.asarray(n), 3, 0.5)
+    assert np.all(np.isfinite(j)) and np.allclose(np.asarray(j)[1:], 0) and np.allclose(np.asarray(s2)[1:], 0)
+    np.testing.assert_allclose(np.asarray(s2)[0], 9.0 + 0.5)
+
+
+def test_lowrank_update_gram_matches_dense(x64):
+    rng = np.random.default_rng(2)
+    c, h, kt, b = rng.normal(size=(4, 15)), rng.normal(size=(2, 15)), rng.normal(size=(2, 15)), rng.normal(size=(2, 2))
+    a = c @ h.T
+    n = np.concatenate([c - a @ kt, b @ kt])
+    g = linalg.lowrank_update_gram(
+        jnp.asarray(c @ c.T), jnp.asarray(a), jnp.asarray(c @ kt.T), jnp.asarray(kt @ kt.T), jnp.asarray(b)
+    )
+    np.testing.assert_allclose(g, n @ n.T, atol=1e-10)
+
+
+def test_orthonormal_rows_dense(x64):
+    q = np.asarray(linalg.orthonormal_rows(jax.random.PRNGKey(0), 5, 40, jnp.float64))
+    np.testing.assert_allclose(q @ q.T, np.eye(5), atol=1e-12)
+    assert np.mean(np.abs(q) > 1e-8) > 0.95  # dense rows, not a coordinate [I | 0] init
+
+
+def test_sqrt_psd(x64):
+    rng = np.random.default_rng(3)
+    m = rng.normal(size=(3, 2))
+    for r in [m @ m.T, m @ m.T + np.eye(3), np.array([[0.3]]), np.zeros((2, 2))]:
+        rh = np.asarray(linalg.sqrt_psd(jnp.asarray(r)))
+        np.testing.assert_allclose(rh.T @ rh, r, atol=1e-12)
+
+
+def _orth_factor(rng, d, dim, scales):
+    q, _ = np.linalg.qr(rng.normal(size=(dim, d)))
+    return q.T * np.asarray(scales)[:, None]
+
+
+@pytest.mark.parametrize("use_q", [False, True])
+@pytest.mark.parametrize("d", [3, 12])
+def test_lowrank_kalman_update_matches_dense_surrogate(x64, use_q, d):
+    """One step equals the dense Kalman gain/mean and the top-d eigenpairs of the surrogate covariance."""
+    rng = np.random.default_rng(4)
+    dim, c_y, q = 12, 2, (0.3 if use_q else 0.0)
+    c = _orth_factor(rng, d, dim, rng.uniform(0.5, 2.0, size=d))
+    h = rng.normal(size=(c_y, dim))
+    r = np.array([[0.5, 0.1], [0.1, 0.4]])
+    r_other = np.array([[0.2, 0.0], [0.0, 0.1]])  # contribution of other blocks to S
+    mu, eps = rng.normal(size=dim), rng.normal(size=c_y)
+    sig = c.T @ c + q * np.eye(dim)
+    s = h @ sig @ h.T + r + r_other
+    k = sig @ h.T @ np.linalg.inv(s)
+    a_kh = np.eye(dim) - k @ h
+    surrogate = a_kh @ c.T @ c @ a_kh.T + k @ r @ k.T + q * np.eye(dim)
+    out = linalg.lowrank_kalman_update(
+        jnp.asarray(mu),
+        jnp.asarray(c),
+        jnp.asarray(np.sum(c**2, 1)),
+        jnp.asarray(h),
+        jnp.asarray(c @ h.T),
+        linalg.chol_upper(jnp.asarray(s)),
+        linalg.sqrt_psd(jnp.asarray(r)),
+        jnp.asarray(eps),
+        q,
+        use_q,
+    )
+    mu_new, c_new, g_new = (np.asarray(o) for o in out)
+    np.testing.assert_allclose(mu_new, mu + k @ eps, atol=1e-10)
+    evals, evecs = _top_eig(surrogate, d)
+    np.testing.assert_allclose(c_new.T @ c_new, evecs @ np.diag(evals) @ evecs.T, atol=1e-9)
+    np.testing.assert_allclose(c_new @ c_new.T, np.diag(g_new), atol=1e-9)  # the tracked Gram is exact
+    if d == dim and not use_q:  # full rank: exactly the Joseph form
+        np.testing.assert_allclose(c_new.T @ c_new, surrogate, atol=1e-9)
+
+
+@pytest.mark.parametrize("singular_r", [False, True])
+def test_sqrt_factor_update_is_block_joseph(x64, singular_r):
+    rng = np.random.default_rng(5)
+    dim, c_y = 6, 3
+    u = np.triu(rng.normal(size=(dim, dim))) + 2 * np.eye(dim)
+    sig = u.T @ u
+    lj = rng.normal(size=(c_y, dim))
+    m = rng.normal(size=(c_y, c_y))
+    r = np.zeros((c_y, c_y)) if singular_r else m @ m.T / 3 + 0.2 * np.eye(c_y)
+    r_other = np.diag([0.3, 0.2, 0.5])
+    mu, eps = rng.normal(size=dim), rng.normal(size=c_y)
+    s = lj @ sig @ lj.T + r_other + r
+    k = sig @ lj.T @ np.linalg.inv(s)
+    a_kl = np.eye(dim) - k @ lj
+    joseph = a_kl @ sig @ a_kl.T + k @ r @ k.T
+    mu_new, u_new = linalg.sqrt_factor_update(
+        jnp.asarray(mu),
+        jnp.asarray(u),
+        jnp.asarray(u @ lj.T),
+        jnp.asarray(s),
+        jnp.asarray(r_other),
+        linalg.sqrt_psd(jnp.asarray(r)),
+        jnp.asarray(eps),
+    )
+    np.testing.assert_allclose(mu_new, mu + k @ eps, atol=1e-10)
+    np.testing.assert_allclose(np.asarray(u_new).T @ np.asarray(u_new), joseph, atol=1e-9)
