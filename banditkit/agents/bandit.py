@@ -94,6 +94,8 @@ class BanditAgent:
       subspace_dim: ``d`` for ``subspace_ekf``; ``sgd_kwargs``: passed to ``subspace_from_sgd``.
       obs_noise: variance of the default Gaussian likelihood.
       num_actions: K for a multi-output model (default: the model's output size, found at ``init``).
+      reward_scale: rewards are observed as ``r / reward_scale`` (scores are in those units; the argmax is
+        unchanged), so one set of default hyper-parameters fits rewards of any magnitude.
     """
 
     def __init__(
@@ -110,11 +112,14 @@ class BanditAgent:
         sgd_kwargs: dict | None = None,
         obs_noise: float = 0.1,
         num_actions: int | None = None,
+        reward_scale: float = 1.0,
     ):
         if not (hasattr(model, "init") and hasattr(model, "apply")):
             raise TypeError(
                 f"model must be a Flax module (or have init(key, x) and apply(params, x)), got {type(model).__name__}"
             )
+        if not reward_scale > 0:
+            raise ValueError(f"reward_scale must be > 0, got {reward_scale!r}")
         if warmup_steps < 0:
             raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps}")
         self.model = model
@@ -125,6 +130,7 @@ class BanditAgent:
         self.subspace_dim = int(subspace_dim)
         self.sgd_kwargs = dict(sgd_kwargs or {})
         self.num_actions = num_actions
+        self.reward_scale = float(reward_scale)
         self.apply_fn = model.apply if self.per_arm else selected_output(model.apply)
         kwargs = dict(posterior_kwargs or {})
         self._factory = None
@@ -260,7 +266,7 @@ class BanditAgent:
     def _observe(self, state: AgentState, context, action: Array, reward: Array) -> AgentState:
         post = self.posterior_for(state)
         dtype = jnp.result_type(*jax.tree_util.tree_leaves(state.posterior))
-        y = as_obs(reward, dtype)
+        y = as_obs(reward, dtype) / jnp.asarray(self.reward_scale, dtype)
         x = self._observation(context, action)
         new = post.predict(post.update(state.posterior, x, y))
         warm = state.warmup

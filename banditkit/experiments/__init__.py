@@ -1,1 +1,7 @@
-"""banditkit.experiments (being written)."""
+"""Experiment runner: ``run`` (compiled ``lax.scan`` × ``vmap`` over seeds, or the Gymnasium loop), ``compare``,
+``summarize`` — tidy DataFrames of regret and reward (see :mod:`banditkit.experiments.runner`)."""
+
+from banditkit.experiments.runner import COLUMNS, compare, run
+from banditkit.experiments.summary import summarize, to_markdown
+
+__all__ = ["run", "compare", "summarize", "to_markdown", "COLUMNS"]

@@ -1,0 +1,176 @@
+"""``make_agent(spec, env)``: an agent from a ``"POSTERIOR-POLICY"`` string and an environment's defaults.
+
+Spec grammar (case-insensitive; ``-`` separates the two parts, ``_`` or ``-`` inside a name both work)::
+
+    "hilofi-thompson"  "lofi-ucb"  "neural_linear-ts"  "replay_sgd-eps_greedy"  "linear-thompson"
+    "hilofi"           -> thompson sampling on that posterior
+    "eps_greedy"       -> replay_sgd-epsilon_greedy (a point-estimate baseline; likewise "greedy")
+
+The reward model comes from ``env.unwrapped.default_model``:
+
+======================  ===========================================================================
+``"lenet5"``            ``LeNet5(out=K)`` (images), multi-output
+``"mlp"``               ``MLP(features=(50, 50), out=K)`` (tables), or ``out=1`` on per-arm features
+``"embedding_mlp"``     ``EmbeddingMLP(num_items=env.unwrapped.num_items)`` per-arm (KuaiRec)
+``"bo_mlp"``            ``MLP(features=(180, 180, 180), out=1)`` (BO surrogate)
+======================  ===========================================================================
+
+The ``linear`` posterior gets a linear model instead (``MLP(features=(), out=K)``: LinTS / LinUCB).
+Backend hyper-parameters default to :data:`DEFAULT_HYPER` (small ranks that run on a laptop); pass
+``posterior_kwargs=`` / ``policy_kwargs=`` / ``model=`` to override.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from banditkit import posteriors as _posteriors
+from banditkit.agents.bandit import BanditAgent
+from banditkit.models import MLP, EmbeddingMLP, LeNet5
+from banditkit.policies import rules as _rules
+
+# Defaults for bandit runs (filtered by each factory's signature, so a missing keyword is never passed).
+DEFAULT_HYPER: dict[str, dict] = {
+    "ekf": dict(init_cov=1.0),
+    "diag_ekf": dict(init_cov=0.1),
+    "linear": dict(init_cov=1.0, noise="nig"),
+    "lofi": dict(rank=10, init_cov=0.1),
+    "hilofi": dict(rank=10, init_cov_hidden=0.01, init_cov_last=1.0),
+    "lolofi": dict(rank=10, rank_last=10, init_cov_hidden=0.01, init_cov_last=1.0),
+    "lrkf": dict(rank=10, init_cov=0.1),
+    "subspace_ekf": dict(init_cov=1.0),
+    "neural_linear": dict(),
+    "kalman_last_layer": dict(init_cov=1.0),
+    "replay_sgd": dict(),
+    "bong": dict(family="dlr", rank=10, init_cov=0.1),
+}
+DEFAULT_POLICY_HYPER: dict[str, dict] = {
+    "epsilon_greedy": dict(epsilon=0.05),
+    "ucb": dict(beta=1.0),
+}
+POINT_ESTIMATE_POLICIES = ("epsilon_greedy", "greedy")
+
+
+def _norm(name: str) -> str:
+    return name.strip().lower().replace("-", "_").replace(" ", "_")
+
+
+def _policy_key(token: str) -> str | None:
+    key = _norm(token)
+    key = _rules.ALIASES.get(key, key)
+    return key if key in _rules.POLICIES or key == "thompson_predictive" else None
+
+
+def backends() -> dict:
+    """Backend factories by name: ``bk.posteriors.REGISTRY`` plus ``subspace_ekf`` when it exists."""
+    table = dict(_posteriors.REGISTRY)
+    if hasattr(_posteriors, "subspace_ekf"):
+        table.setdefault("subspace_ekf", _posteriors.subspace_ekf)
+    return table
+
+
+def parse_spec(spec: str) -> tuple[str, str]:
+    """``"POSTERIOR-POLICY"`` -> ``(posterior name, policy name)`` (see the module docstring)."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"agent spec must be a non-empty string like 'hilofi-thompson', got {spec!r}")
+    tokens = [t for t in spec.strip().split("-") if t]
+    table = backends()
+    # longest posterior prefix that names a backend, the rest is the policy
+    for cut in range(len(tokens), 0, -1):
+        post = _norm("_".join(tokens[:cut]))
+        if post in table:
+            rest = tokens[cut:]
+            if not rest:
+                return post, "thompson"
+            pol = _policy_key("_".join(rest))
+            if pol is None:
+                valid = sorted(_rules.POLICIES) + sorted(_rules.ALIASES)
+                raise ValueError(f"unknown policy {'-'.join(rest)!r} in agent spec {spec!r}; policies: {valid}")
+            return post, pol
+    pol = _policy_key("_".join(tokens))
+    if pol in POINT_ESTIMATE_POLICIES:
+        return "replay_sgd", pol
+    raise ValueError(
+        f"cannot read agent spec {spec!r}: write 'POSTERIOR-POLICY' with POSTERIOR one of {sorted(table)} and "
+        f"POLICY one of {sorted(_rules.POLICIES)} (aliases {sorted(_rules.ALIASES)}), e.g. 'hilofi-thompson'"
+    )
+
+
+def default_model(env, posterior: str = ""):
+    """``(model, per_arm)``: the reward model for ``env`` (see the module docstring)."""
+    u = getattr(env, "unwrapped", env)
+    k = int(u.num_actions)
+    per_arm = bool(getattr(u, "per_arm_features", False))
+    kind = getattr(u, "default_model", "mlp")
+    out = 1 if per_arm else k
+    if posterior == "linear":
+        return MLP(features=(), out=out), per_arm
+    if kind == "lenet5":
+        return LeNet5(out=out), per_arm
+    if kind == "embedding_mlp":
+        num_items = getattr(u, "num_items", None)
+        if num_items is None:
+            raise ValueError("the env's default model is 'embedding_mlp' but env.unwrapped.num_items is missing")
+        return EmbeddingMLP(num_items=int(num_items), out=1), True
+    if kind == "bo_mlp":
+        return MLP(features=(180, 180, 180), out=1), per_arm
+    if kind == "mlp":
+        return MLP(features=(50, 50), out=out), per_arm
+    raise ValueError(f"unknown default_model {kind!r}; expected one of lenet5, mlp, embedding_mlp, bo_mlp")
+
+
+def _filtered(factory, hyper: dict) -> dict:
+    """The entries of ``hyper`` that ``factory`` accepts (all of them if it takes ``**kwargs``)."""
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # pragma: no cover
+        return dict(hyper)
+    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        return dict(hyper)
+    return {k: v for k, v in hyper.items() if k in params}
+
+
+def make_agent(
+    spec: str,
+    env,
+    *,
+    model=None,
+    posterior_kwargs: dict | None = None,
+    policy_kwargs: dict | None = None,
+    **agent_kwargs,
+) -> BanditAgent:
+    """Agent for ``env`` from a spec string (``"hilofi-thompson"``, ``"lofi-ucb"``, ``"eps_greedy"``, ...).
+
+    Args:
+      spec: ``"POSTERIOR-POLICY"``; unknown names raise ``ValueError`` listing the valid ones.
+      env: a Gymnasium env (or its ``unwrapped``) exposing ``num_actions``, ``per_arm_features``,
+        ``default_model`` and optionally ``reward_scale``.
+      model: override the default reward model.
+      posterior_kwargs / policy_kwargs: override :data:`DEFAULT_HYPER` / the policy's defaults.
+      agent_kwargs: passed to :class:`BanditAgent` (``likelihood``, ``obs_noise``, ``warmup_steps``, ...).
+    """
+    post_name, pol_name = parse_spec(spec)
+    u = getattr(env, "unwrapped", env)
+    if not hasattr(u, "num_actions"):
+        raise TypeError(f"make_agent needs a banditkit environment (with num_actions), got {type(u).__name__}")
+    default, per_arm = default_model(u, post_name)
+    factory = backends()[post_name]
+    hyper = _filtered(factory, DEFAULT_HYPER.get(post_name, {}))
+    hyper.update(posterior_kwargs or {})
+    if pol_name == "thompson_predictive":
+        policy = _rules.thompson(variant="predictive")
+    else:
+        pkw = dict(DEFAULT_POLICY_HYPER.get(pol_name, {}))
+        pkw.update(policy_kwargs or {})
+        policy = _rules.POLICIES[pol_name](**pkw)
+    kwargs = dict(per_arm=per_arm)
+    scale = getattr(u, "reward_scale", None)
+    if scale is not None:
+        kwargs["reward_scale"] = float(scale)
+    if post_name == "subspace_ekf":
+        kwargs["warmup_steps"] = 10 * int(u.num_actions)
+    kwargs.update(agent_kwargs)
+    agent = BanditAgent(model if model is not None else default, factory, policy, posterior_kwargs=hyper, **kwargs)
+    agent.spec = spec
+    agent.posterior_name = post_name
+    return agent

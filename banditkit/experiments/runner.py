@@ -1,0 +1,420 @@
+"""Run agents on bandit environments over several seeds: a compiled loop and a Gymnasium loop, same numbers.
+
+Compiled loop (``compiled=True``; needs ``env.unwrapped.functional(seed, steps)``)::
+
+    per seed s:  fb_s = env.unwrapped.functional(s, steps)     # contexts, index, rewards (pre-drawn), expected
+                 k_init, k_act = split(PRNGKey(s));  state = agent.init(k_init, fb_s.contexts[fb_s.index[0]])
+    round t:     key_t = fold_in(k_act, t);  x_t = contexts[index[t]]
+                 a_t, state = act(key_t, state, x_t);  r_t = rewards[t, a_t];  state = observe(state, x_t, a_t, r_t)
+
+``lax.scan`` over rounds (in chunks, so a progress bar can advance and finished chunks can be saved), ``vmap`` over
+seeds, and the seed axis sharded over all local devices with ``jax.sharding`` when there is more than one (seeds are
+padded to a multiple of the device count; the padding is dropped).
+
+Gymnasium loop (``compiled=False``; any env): ``obs, info = env.reset(seed=s)``, then the same keys, ``agent.act``,
+``env.step``, ``agent.observe``.  For the same seed the two loops consume the same PRNG stream and the same reward
+table, so they give the same actions and rewards (up to float rounding differences between one fused program and
+per-step calls, which can only matter at exact ties).
+
+The result is a tidy DataFrame, one row per (agent, seed, step): ``agent, seed, step, action, reward,
+expected_reward, optimal_reward, regret, cumulative_regret`` with ``regret = optimal_reward − expected_reward`` (the
+pseudo-regret of the chosen arm).  Timing is kept out of the rows: ``df.attrs["timing"][agent]`` holds
+``compile_s`` (tracing + XLA compilation), ``run_s`` (execution only) and ``per_step_s = run_s / steps`` (all seeds
+advance together), and ``df.attrs["mode"]``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+COLUMNS = [
+    "agent",
+    "seed",
+    "step",
+    "action",
+    "reward",
+    "expected_reward",
+    "optimal_reward",
+    "regret",
+    "cumulative_regret",
+]
+WARMUP_KEY = 0x5EED  # the agent's own warm-up key derivation (BanditAgent.act)
+
+
+# ------------------------------------------------------------------------------------------------------ inputs
+def _make_env(env, env_kwargs: dict):
+    if isinstance(env, str):
+        import gymnasium
+
+        import banditkit.environments  # noqa: F401  (registers the ids)
+
+        try:
+            return gymnasium.make(env, **env_kwargs)
+        except gymnasium.error.Error as e:
+            ids = sorted(k for k in gymnasium.registry if k.startswith("banditkit/"))
+            raise ValueError(f"cannot make environment {env!r} ({e}); banditkit ids: {ids}") from e
+    if env_kwargs:
+        raise ValueError(f"env keyword arguments {sorted(env_kwargs)} need an env id string, not an env object")
+    return env
+
+
+def _make_agent(agent, env):
+    if isinstance(agent, str):
+        from banditkit.agents import make_agent
+
+        return make_agent(agent, env)
+    if not (hasattr(agent, "init") and hasattr(agent, "act") and hasattr(agent, "observe")):
+        raise TypeError(f"agent must be a BanditAgent or a spec string like 'hilofi-thompson', got {agent!r}")
+    return agent
+
+
+def _seeds(seeds) -> list[int]:
+    if isinstance(seeds, (int, np.integer)):
+        if seeds < 1:
+            raise ValueError(f"seeds must be >= 1 (a count) or a list of seeds, got {seeds}")
+        return list(range(int(seeds)))
+    out = [int(s) for s in seeds]
+    if not out:
+        raise ValueError("seeds is empty: pass a count (e.g. 5) or a list of integer seeds")
+    return out
+
+
+def _agent_name(agent, name):
+    if name is not None:
+        return str(name)
+    return str(getattr(agent, "spec", None) or getattr(agent, "name", None) or type(agent).__name__)
+
+
+def _frame(name, seeds, actions, rewards, expected, optimal, offsets=None, start=0) -> pd.DataFrame:
+    """Long frame from ``(S, T)`` arrays; ``offsets (S,)`` = cumulative regret before ``start``."""
+    actions, rewards, expected, optimal = (np.asarray(a) for a in (actions, rewards, expected, optimal))
+    s, t = actions.shape
+    regret = optimal.astype(np.float64) - expected.astype(np.float64)
+    cum = np.cumsum(regret, axis=1) + (0.0 if offsets is None else np.asarray(offsets)[:, None])
+    return pd.DataFrame(
+        {
+            "agent": np.repeat(np.array([name], dtype=object), s * t),
+            "seed": np.repeat(np.asarray(seeds, np.int64), t),
+            "step": np.tile(np.arange(start, start + t, dtype=np.int64), s),
+            "action": actions.astype(np.int64).ravel(),
+            "reward": rewards.astype(np.float64).ravel(),
+            "expected_reward": expected.astype(np.float64).ravel(),
+            "optimal_reward": optimal.astype(np.float64).ravel(),
+            "regret": regret.ravel(),
+            "cumulative_regret": cum.ravel(),
+        }
+    )
+
+
+class _Sink:
+    """Collects chunk frames; appends them to ``csv_path`` and calls ``on_chunk`` as they finish."""
+
+    def __init__(self, csv_path, on_chunk):
+        self.frames: list[pd.DataFrame] = []
+        self.csv_path = os.fspath(csv_path) if csv_path is not None else None
+        self.on_chunk = on_chunk
+        self._header = self.csv_path is None or not os.path.exists(self.csv_path)
+
+    def add(self, df: pd.DataFrame):
+        self.frames.append(df)
+        if self.csv_path is not None:
+            df.to_csv(self.csv_path, mode="a", header=self._header, index=False)
+            self._header = False
+        if self.on_chunk is not None:
+            self.on_chunk(df)
+
+    def frame(self) -> pd.DataFrame:
+        if not self.frames:
+            return pd.DataFrame(columns=COLUMNS)
+        df = pd.concat(self.frames, ignore_index=True)
+        return df.sort_values(["seed", "step"], kind="stable").reset_index(drop=True)
+
+
+def _progress(total, desc, enabled):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="step", leave=False)
+
+
+# ------------------------------------------------------------------------------------------------ compiled loop
+def _stack(items: Sequence[Any]):
+    return jax.tree_util.tree_map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *items)
+
+
+def _same_pool(pools) -> bool:
+    first = pools[0]
+    for p in pools[1:]:
+        if p is first:
+            continue
+        if np.shape(p) != np.shape(first) or not np.array_equal(np.asarray(p), np.asarray(first)):
+            return False
+    return True
+
+
+def _shardings(n_seeds: int):
+    """``(padded seed count, per-seed sharding, replicated sharding)``; shardings are None on one device."""
+    devices = jax.local_devices()
+    if len(devices) <= 1:
+        return n_seeds, None, None
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    n_dev = len(devices)
+    mesh = Mesh(np.array(devices), ("seeds",))
+    padded = int(math.ceil(n_seeds / n_dev) * n_dev)
+    return padded, NamedSharding(mesh, PartitionSpec("seeds")), NamedSharding(mesh, PartitionSpec())
+
+
+def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink):
+    fbs = [u.functional(s, steps) for s in seeds]
+    for s, fb in zip(seeds, fbs, strict=True):
+        if np.shape(fb.index)[0] < steps or np.shape(fb.rewards)[0] < steps:
+            raise ValueError(f"env.functional({s}, {steps}) returned fewer than {steps} rounds")
+    shared = _same_pool([fb.contexts for fb in fbs])
+    n = len(seeds)
+    padded, per_seed, replicated = _shardings(n)
+    pad = lambda xs: list(xs) + [xs[-1]] * (padded - n)
+    n_chunks = int(math.ceil(steps / chunk))
+    total = n_chunks * chunk
+
+    def per_step(a):  # pad the round axis to a whole number of chunks
+        a = np.asarray(a)[:steps]
+        return np.concatenate([a, np.repeat(a[-1:], total - steps, axis=0)]) if total > steps else a
+
+    index = np.stack(pad([per_step(fb.index) for fb in fbs])).astype(np.int32)
+    rewards = np.stack(pad([per_step(fb.rewards) for fb in fbs])).astype(np.float32)
+    expected = np.stack(pad([per_step(fb.expected) for fb in fbs])).astype(np.float32)
+    keys = np.stack(pad([np.asarray(jax.random.split(jax.random.PRNGKey(s))) for s in seeds]))
+    contexts = np.asarray(fbs[0].contexts) if shared else np.stack(pad([np.asarray(fb.contexts) for fb in fbs]))
+    ctx_axis = None if shared else 0
+    data = dict(index=index, rewards=rewards, expected=expected, keys=keys)
+    if per_seed is not None:
+        data = jax.device_put(data, per_seed)
+        contexts = jax.device_put(contexts, replicated if shared else per_seed)
+
+    tau = int(getattr(agent, "warmup_steps", 0)) if getattr(agent, "is_subspace", False) else 0
+
+    def init_one(d, pool):
+        ctx0 = pool[d["index"][0]]
+        return agent.init(d["keys"][0], ctx0)
+
+    def chunk_one(state, d, pool, t0):
+        def step(st, t):
+            key_t = jax.random.fold_in(d["keys"][1], t)
+            ctx = pool[d["index"][t]]
+            if tau > 0:
+                k_warm = jax.random.fold_in(key_t, WARMUP_KEY)
+                st = jax.lax.cond(t == tau, lambda s: agent.warmup(k_warm, s), lambda s: s, st)
+            a = agent._act(key_t, st, ctx)
+            r = d["rewards"][t, a]
+            st = agent._observe(st, ctx, a, r)
+            return st, (a, r, d["expected"][t, a], jnp.max(d["expected"][t]))
+
+        return jax.lax.scan(step, state, t0 + jnp.arange(chunk))
+
+    init_v = jax.jit(jax.vmap(init_one, in_axes=(0, ctx_axis)))
+    chunk_v = jax.jit(jax.vmap(chunk_one, in_axes=(0, 0, ctx_axis, None)), donate_argnums=(0,))
+
+    t_start = time.perf_counter()
+    state = init_v(data, contexts)
+    jax.block_until_ready(state)
+    compiled_chunk = chunk_v.lower(state, data, contexts, jnp.int32(0)).compile()
+    compile_s = time.perf_counter() - t_start
+
+    bar = _progress(steps, name, progress)
+    offsets = np.zeros(n)
+    run_s = 0.0
+    try:
+        for c in range(n_chunks):
+            t0 = c * chunk
+            tic = time.perf_counter()
+            state, out = compiled_chunk(state, data, contexts, jnp.int32(t0))
+            out = jax.device_get(out)
+            run_s += time.perf_counter() - tic
+            keep = min(chunk, steps - t0)
+            a, r, e, o = (np.asarray(x)[:n, :keep] for x in out)
+            df = _frame(name, seeds, a, r, e, o, offsets, start=t0)
+            offsets = df.groupby("seed", sort=False)["cumulative_regret"].last().reindex(seeds).to_numpy()
+            sink.add(df)
+            if bar is not None:
+                bar.update(keep)
+    finally:
+        if bar is not None:
+            bar.close()
+    return dict(compile_s=compile_s, run_s=run_s, per_step_s=run_s / steps, steps=steps, seeds=n, mode="compiled")
+
+
+# ----------------------------------------------------------------------------------------------- Gymnasium loop
+def _info_value(info, key, action=None):
+    if key not in info:
+        raise KeyError(f"the env's info dict has no {key!r}; banditkit envs report expected_rewards/optimal_reward")
+    v = np.asarray(info[key])
+    return float(v[action]) if action is not None else float(v)
+
+
+def _run_gym(agent, env, name, seeds, steps, chunk, progress, sink):
+    bar = _progress(steps * len(seeds), name, progress)
+    run_s = 0.0
+    first_call_s = 0.0
+    try:
+        for s in seeds:
+            k_init, k_act = jax.random.split(jax.random.PRNGKey(s))
+            obs, info = env.reset(seed=s)
+            state = agent.init(k_init, obs)
+            rows = dict(a=[], r=[], e=[], o=[])
+            offset = 0.0
+            t0 = 0
+            for t in range(steps):
+                tic = time.perf_counter()
+                key_t = jax.random.fold_in(k_act, t)
+                action, state = agent.act(key_t, state, obs)
+                a = int(action)
+                next_obs, reward, terminated, truncated, info = env.step(a)
+                state = agent.observe(state, obs, a, reward)
+                dt = time.perf_counter() - tic
+                if t == 0:
+                    first_call_s += dt  # includes tracing/compilation of act and observe
+                else:
+                    run_s += dt
+                expected = np.asarray(info["expected_rewards"], np.float64)
+                rows["a"].append(a)
+                rows["r"].append(float(reward))
+                rows["e"].append(float(expected[a]))
+                rows["o"].append(_info_value(info, "optimal_reward"))
+                obs = next_obs
+                done = terminated or truncated
+                if len(rows["a"]) == chunk or t == steps - 1 or done:
+                    arr = [np.asarray(rows[k])[None] for k in ("a", "r", "e", "o")]
+                    df = _frame(name, [s], *arr, offsets=np.array([offset]), start=t0)
+                    offset = float(df["cumulative_regret"].iloc[-1])
+                    t0 = t + 1
+                    rows = dict(a=[], r=[], e=[], o=[])
+                    sink.add(df)
+                if bar is not None:
+                    bar.update(1)
+                if done and t < steps - 1:
+                    import warnings
+
+                    warnings.warn(
+                        f"seed {s}: the env ended after {t + 1} of {steps} steps; raise its max_steps", stacklevel=3
+                    )
+                    break
+    finally:
+        if bar is not None:
+            bar.close()
+    n_steps = max(steps - 1, 1)
+    return dict(
+        compile_s=first_call_s / len(seeds),
+        run_s=run_s,
+        per_step_s=run_s / (n_steps * len(seeds)),
+        steps=steps,
+        seeds=len(seeds),
+        mode="gymnasium",
+    )
+
+
+# ------------------------------------------------------------------------------------------------- public API
+def run(
+    env,
+    agent,
+    steps: int,
+    seeds: int | Sequence[int] = 1,
+    *,
+    compiled: bool | None = None,
+    progress: bool = True,
+    name: str | None = None,
+    chunk_size: int | None = None,
+    on_chunk: Callable[[pd.DataFrame], None] | None = None,
+    csv_path: str | os.PathLike | None = None,
+    **env_kwargs,
+) -> pd.DataFrame:
+    """Run one agent on a bandit environment for ``steps`` rounds and each seed; a tidy DataFrame.
+
+    Args:
+      env: a Gymnasium id (``"banditkit/Mushroom-v0"``; ``env_kwargs`` go to ``gymnasium.make``) or an env object.
+      agent: a :class:`~banditkit.agents.BanditAgent` or a spec string (``"hilofi-thompson"``).
+      steps: rounds per seed.
+      seeds: a count ``n`` (seeds ``0..n-1``) or a list of integer seeds.
+      compiled: ``True``: ``lax.scan`` + ``vmap`` over seeds (needs ``env.unwrapped.functional``); ``False``: the
+        Gymnasium step loop; ``None``: compiled when the env has a functional form.
+      progress: show a tqdm progress bar.
+      name: the ``agent`` column (default: the spec string or ``agent.name``).
+      chunk_size: rounds per compiled chunk (progress / saving granularity; default ``ceil(steps / 20)``, at
+        least 100).
+      on_chunk: called with each finished chunk's rows (a DataFrame) — e.g. to save partial results.
+      csv_path: append each finished chunk to this CSV (header written once), so an interrupted run keeps what it
+        finished.
+
+    Returns:
+      DataFrame with columns ``agent, seed, step, action, reward, expected_reward, optimal_reward, regret,
+      cumulative_regret``; ``df.attrs["timing"] = {agent: {compile_s, run_s, per_step_s, steps, seeds, mode}}``.
+    """
+    if not isinstance(steps, (int, np.integer)) or steps < 1:
+        raise ValueError(f"steps must be a positive integer, got {steps!r}")
+    steps = int(steps)
+    seed_list = _seeds(seeds)
+    env = _make_env(env, env_kwargs)
+    u = getattr(env, "unwrapped", env)
+    if getattr(u, "task", "bandit") == "bo":
+        raise ValueError("this is a Bayesian-optimisation env: use bk.bo.optimize / banditkit bo, not run()")
+    agent = _make_agent(agent, env)
+    label = _agent_name(agent, name)
+    has_functional = hasattr(u, "functional")
+    if compiled is None:
+        compiled = has_functional
+    if compiled and not has_functional:
+        raise ValueError(f"{type(u).__name__} has no functional form (env.unwrapped.functional); use compiled=False")
+    chunk = int(chunk_size) if chunk_size else max(100, int(math.ceil(steps / 20)))
+    chunk = max(1, min(chunk, steps))
+    sink = _Sink(csv_path, on_chunk)
+    if compiled:
+        timing = _run_compiled(agent, u, label, seed_list, steps, chunk, progress, sink)
+    else:
+        timing = _run_gym(agent, env, label, seed_list, steps, chunk, progress, sink)
+    df = sink.frame()
+    df.attrs["timing"] = {label: timing}
+    df.attrs["mode"] = timing["mode"]
+    return df
+
+
+def compare(
+    agents: dict | Sequence,
+    env,
+    steps: int,
+    seeds: int | Sequence[int] = 1,
+    **kwargs,
+) -> pd.DataFrame:
+    """Run several agents on the same environment and seeds; one DataFrame (``agent`` column = the dict keys).
+
+    ``agents``: ``{name: agent_or_spec}`` or a list of spec strings (names = the specs).  Other keyword arguments
+    go to :func:`run` (``compiled``, ``progress``, ``csv_path``, env kwargs, ...).
+    """
+    if isinstance(agents, dict):
+        items = list(agents.items())
+    else:
+        items = [(a if isinstance(a, str) else _agent_name(a, None), a) for a in agents]
+    if not items:
+        raise ValueError("compare needs at least one agent")
+    env_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k not in _RUN_KEYS}
+    env_obj = _make_env(env, env_kwargs)
+    frames, timing = [], {}
+    for label, agent in items:
+        df = run(env_obj, agent, steps, seeds, name=label, **kwargs)
+        frames.append(df)
+        timing.update(df.attrs.get("timing", {}))
+    out = pd.concat(frames, ignore_index=True)
+    out.attrs["timing"] = timing
+    return out
+
+
+_RUN_KEYS = {"compiled", "progress", "chunk_size", "on_chunk", "csv_path"}

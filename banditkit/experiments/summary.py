@@ -1,0 +1,72 @@
+"""``summarize(df)``: one row per agent from a run/compare DataFrame (bandit or BO).
+
+Bandit frames (``cumulative_regret`` column): final cumulative regret per seed → mean and standard error
+(``std(ddof=1) / √n``, 0 for one seed), mean reward over all rounds and seeds, and the wall time per step
+(``df.attrs["timing"]``; execution only, compilation reported separately).
+BO frames (``simple_regret`` / ``best_y`` columns): final simple regret and best value per seed → mean ± s.e.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def _mean_se(values: pd.Series) -> tuple[float, float]:
+    v = np.asarray(values, np.float64)
+    se = float(np.std(v, ddof=1) / np.sqrt(v.size)) if v.size > 1 else 0.0
+    return float(np.mean(v)), se
+
+
+def summarize(df: pd.DataFrame) -> pd.DataFrame:
+    """Per-agent table (index ``agent``), sorted by the headline metric (lower regret first).
+
+    Bandit columns: ``final_cumulative_regret``, ``final_cumulative_regret_se``, ``mean_reward``, ``seeds``,
+    ``steps``, ``ms_per_step``, ``compile_s``.  BO columns: ``final_simple_regret`` (± ``_se``), ``best_y``
+    (± ``_se``), ``seeds``, ``steps``.
+    """
+    if not isinstance(df, pd.DataFrame):
+        raise TypeError(f"summarize expects the DataFrame returned by run/compare, got {type(df).__name__}")
+    if "agent" not in df.columns or "seed" not in df.columns or "step" not in df.columns:
+        raise ValueError("summarize needs the columns agent, seed, step (the frame returned by run/compare)")
+    timing = df.attrs.get("timing", {}) if hasattr(df, "attrs") else {}
+    rows = []
+    bo = "simple_regret" in df.columns and "cumulative_regret" not in df.columns
+    for agent, g in df.groupby("agent", sort=False):
+        last = g.sort_values("step").groupby("seed").tail(1)
+        row = {"agent": agent, "seeds": int(g["seed"].nunique()), "steps": int(g["step"].nunique())}
+        if bo:
+            row["final_simple_regret"], row["final_simple_regret_se"] = _mean_se(last["simple_regret"])
+            if "best_y" in g.columns:
+                row["best_y"], row["best_y_se"] = _mean_se(last["best_y"])
+        else:
+            if "cumulative_regret" not in g.columns:
+                raise ValueError("summarize needs a cumulative_regret (bandit) or simple_regret (BO) column")
+            row["final_cumulative_regret"], row["final_cumulative_regret_se"] = _mean_se(last["cumulative_regret"])
+            row["mean_reward"] = float(g["reward"].mean()) if "reward" in g.columns else np.nan
+            t = timing.get(agent, {})
+            row["ms_per_step"] = 1e3 * t["per_step_s"] if "per_step_s" in t else np.nan
+            row["compile_s"] = t.get("compile_s", np.nan)
+        rows.append(row)
+    out = pd.DataFrame(rows).set_index("agent")
+    key = "final_simple_regret" if bo else "final_cumulative_regret"
+    return out.sort_values(key, kind="stable")
+
+
+def to_markdown(summary: pd.DataFrame, digits: int = 3) -> str:
+    """The summary as a Markdown table with ``mean ± se`` cells (no extra dependency)."""
+    cols = [c for c in summary.columns if not c.endswith("_se")]
+    header = ["agent"] + cols
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for agent, row in summary.iterrows():
+        cells = [str(agent)]
+        for c in cols:
+            v = row[c]
+            if f"{c}_se" in summary.columns:
+                cells.append(f"{v:.{digits}g} ± {row[f'{c}_se']:.{digits}g}")
+            elif isinstance(v, (float, np.floating)):
+                cells.append(f"{v:.{digits}g}")
+            else:
+                cells.append(str(v))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
