@@ -222,6 +222,8 @@ def save(path: str | os.PathLike, state: Any, *, posterior: Any = None, meta: di
 def _read(path: str) -> tuple[dict, dict[str, np.ndarray]]:
     if not os.path.exists(path):
         raise FileNotFoundError(f"checkpoint {path!r} does not exist")
+    if not zipfile.is_zipfile(path):
+        raise ValueError(f"{path!r} is not a readable .npz checkpoint (not a zip archive); it may be truncated")
     try:
         with np.load(path, allow_pickle=False) as z:
             if _META_KEY not in z.files:
@@ -231,6 +233,13 @@ def _read(path: str) -> tuple[dict, dict[str, np.ndarray]]:
                 )
             header = json.loads(bytes(z[_META_KEY]).decode("utf-8"))
             arrays = {k: z[k] for k in z.files if k != _META_KEY}
+    except ValueError as e:
+        if "pickle" in str(e):
+            raise ValueError(
+                f"{path!r} holds pickled object data, which banditkit refuses to load (allow_pickle=False); "
+                f"checkpoints written by banditkit.checkpoint.save never contain pickles"
+            ) from e
+        raise ValueError(f"{path!r} is not a readable .npz checkpoint ({e}); it may be truncated") from e
     except (zipfile.BadZipFile, OSError, EOFError) as e:
         raise ValueError(
             f"{path!r} is not a readable .npz checkpoint ({e}); it may be truncated or not a checkpoint"

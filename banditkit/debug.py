@@ -14,9 +14,9 @@ The jitted core stays branch-free (no ``if isnan`` inside the filters).  Two too
     ``step`` is ``None`` when everything stayed finite.  Cost: one extra reduction per leaf per step.
 
 ``debug_nans()``
-    Context manager that turns on ``jax_debug_nans`` and ``jax_debug_infs`` for the block (JAX then re-runs the
-    failing jitted function op by op and raises ``FloatingPointError`` at the first primitive that produced a
-    NaN/inf) and restores the previous settings afterwards.  Slow; for interactive digging.
+    Context manager that turns on ``jax_debug_nans`` and ``jax_debug_infs`` for the block, thread-locally (JAX
+    then re-runs the failing jitted function op by op and raises ``FloatingPointError`` at the first primitive
+    that produced a NaN/inf) and restores the previous settings afterwards.  Slow; for interactive digging.
 
 ``nonfinite_fields(tree)``
     Python-side check of one concrete pytree (e.g. a state restored from disk): the paths of leaves that hold a
@@ -129,14 +129,10 @@ def first_nonfinite(
 @contextlib.contextmanager
 def debug_nans(infs: bool = True) -> Iterator[None]:
     """Within the block, jitted code raises ``FloatingPointError`` at the first NaN (and inf, if ``infs``)."""
-    old_nans, old_infs = jax.config.jax_debug_nans, jax.config.jax_debug_infs
-    jax.config.update("jax_debug_nans", True)
-    jax.config.update("jax_debug_infs", bool(infs))
-    try:
+    # jax's own context managers are part of the jit cache key, so functions already compiled (and cached) outside
+    # the block are re-dispatched with the checks on; plain config.update would miss those cache hits.
+    with jax.debug_nans(True), jax.debug_infs(bool(infs)):
         yield
-    finally:
-        jax.config.update("jax_debug_nans", old_nans)
-        jax.config.update("jax_debug_infs", old_infs)
 
 
 def nonfinite_fields(tree: Any) -> list[str]:

@@ -194,8 +194,7 @@ def check_in_bounds(x: Any, bounds: Any, *, name: str = "x", atol: float = 1e-9)
         i, d = (int(v) for v in np.argwhere(out)[0])
         where = f" (row {i})" if arr.ndim == 2 else ""
         raise ValueError(
-            f"{name} is outside the bounds: coordinate {d}{where} is {pts[i, d]}, expected it in "
-            f"[{b[d, 0]}, {b[d, 1]}]"
+            f"{name} is outside the bounds: coordinate {d}{where} is {pts[i, d]}, expected it in [{b[d, 0]}, {b[d, 1]}]"
         )
     return arr
 
