@@ -1,0 +1,200 @@
+"""neural_linear (NIG last-layer regression, retrained body) and replay_sgd (FIFO point estimate)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import banditkit as bk
+from banditkit.likelihoods import Bernoulli, Gaussian
+from banditkit.models.nets import MLP
+from banditkit.posteriors.replay_sgd import buffer_nll, fifo_mask
+
+K = 3  # arms / outputs of the multi-output model
+MODEL = MLP(features=(4,), out=K)
+
+
+def selected(params, x):
+    """Multi-output model observed through the chosen arm: x = (context, one_hot(action)) -> (1,)."""
+    return (MODEL.apply(params, x[0]) @ x[1])[None]
+
+
+def _params(dtype=jnp.float32):
+    p = MODEL.init(jax.random.PRNGKey(0), jnp.zeros(2))
+    return jax.tree_util.tree_map(lambda a: a.astype(dtype), p)
+
+
+def _stream(n, dtype=jnp.float32):
+    kx, kn = jax.random.split(jax.random.PRNGKey(5))
+    ctx = jax.random.normal(kx, (n, 2), dtype)
+    acts = jnp.arange(n) % K
+    ys = jnp.sin(2.0 * ctx[:, 0] + acts) + 0.5 * ctx[:, 1] + 0.1 * jax.random.normal(kn, (n,), dtype)
+    return ctx, jax.nn.one_hot(acts, K, dtype=dtype), ys[:, None]
+
+
+def _scan(post, state, ctx, onehot, ys):
+    @jax.jit
+    def go(state, ctx, onehot, ys):
+        def step(s, d):
+            return post.update(post.predict(s), (d[0], d[1]), d[2]), None
+
+        return jax.lax.scan(step, state, (ctx, onehot, ys))[0]
+
+    return go(state, ctx, onehot, ys)
+
+
+def _design_rows(params, ctx, onehot):
+    """Hand-built design rows: ℓ = [head bias (K,), head kernel (F, K) row-major]; arm a sees e_a and φ in column a."""
+    feats = np.asarray(jax.vmap(lambda c: MODEL.apply(params, c, return_features=True))(ctx), np.float64)
+    oh = np.asarray(onehot, np.float64)
+    kernel_rows = (feats[:, :, None] * oh[:, None, :]).reshape(len(feats), -1)
+    return np.concatenate([oh, kernel_rows], axis=1)
+
+
+def nig_oracle(x, y, *, init_cov, a0, b0):
+    """Batch NIG posterior (seed 002 eqs. 17–20, μ_0 = 0)."""
+    prec = np.eye(x.shape[1]) / init_cov + x.T @ x
+    cov = np.linalg.inv(prec)
+    mu = cov @ x.T @ y
+    a = a0 + len(y) / 2
+    b = b0 + 0.5 * (y @ y - mu @ prec @ mu)
+    return mu, cov, a, b
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# neural_linear
+
+
+def test_neural_linear_equals_closed_form_nig_before_retraining(x64):
+    params = _params(jnp.float64)
+    ctx, onehot, ys = _stream(14, jnp.float64)
+    post = bk.posteriors.neural_linear(selected, Gaussian(1.0), train_every=1000, init_cov=4.0, a0=6.0, b0=6.0,
+                                       example_x=(ctx[0], onehot[0]), buffer_size=8)
+    state = _scan(post, post.init(params), ctx, onehot, ys)
+    x = _design_rows(params, ctx, onehot)
+    mu, cov, a, b = nig_oracle(x, np.asarray(ys[:, 0]), init_cov=4.0, a0=6.0, b0=6.0)
+    np.testing.assert_allclose(state.mean_last, mu, rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(np.linalg.inv(np.asarray(state.stats.prec)), cov, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose([state.a, state.b], [a, b], rtol=1e-10)
+    # the body never moved (no retraining yet), and mean() puts μ in the head
+    np.testing.assert_allclose(state.hidden, bk.posteriors.base.ParamSpace(params, "head").split(params)[0])
+    head = post.mean(state)["params"]["head"]
+    np.testing.assert_allclose(head["bias"], mu[:K], atol=1e-11)
+    # Student-t predictive moments: mean xμ, covariance b/(a−1) (x Σ xᵀ + 1)
+    xq = (jnp.array([0.3, -0.7], jnp.float64), jax.nn.one_hot(2, K, dtype=jnp.float64))
+    row = _design_rows(params, xq[0][None], xq[1][None])[0]
+    m, c = jax.jit(post.predictive)(state, xq)
+    np.testing.assert_allclose(m, [row @ mu], rtol=1e-9)
+    np.testing.assert_allclose(c, [[b / (a - 1) * (row @ cov @ row + 1.0)]], rtol=1e-9)
+    # sample: σ² ~ IG(a, b) then ℓ ~ N(μ, σ² Σ): mean μ, covariance b/(a−1) Σ; body at its point estimate
+    draws = jax.jit(jax.vmap(lambda k: post.sample(k, state)))(jax.random.split(jax.random.PRNGKey(1), 20000))
+    np.testing.assert_array_equal(draws["params"]["dense_0"]["kernel"][0], params["params"]["dense_0"]["kernel"])
+    ell = np.concatenate([draws["params"]["head"]["bias"], draws["params"]["head"]["kernel"].reshape(20000, -1)], 1)
+    target = b / (a - 1) * cov
+    np.testing.assert_allclose(ell.mean(0), mu, atol=5 * np.sqrt(np.diag(target).max() / 20000))
+    np.testing.assert_allclose(np.cov(ell.T), target, atol=0.06 * np.abs(target).max())
+
+
+def test_neural_linear_retraining_reduces_buffer_loss_and_refits_from_buffer(x64):
+    params = _params(jnp.float64)
+    ctx, onehot, ys = _stream(24, jnp.float64)
+    post = bk.posteriors.neural_linear(selected, Gaussian(0.1), train_every=24, n_train_steps=150, buffer_size=16,
+                                       optimizer=optax.adam(2e-2), example_x=(ctx[0], onehot[0]))
+    before = _scan(post, post.init(params), ctx[:23], onehot[:23], ys[:23])
+    space = bk.posteriors.base.ParamSpace(params, "head")
+    np.testing.assert_allclose(before.hidden, space.split(params)[0])  # no retraining during the first 23 steps
+    state = _scan(post, before, ctx[23:], onehot[23:], ys[23:])
+    assert int(state.step) == 24 and not np.allclose(state.hidden, before.hidden)
+    buf = state.buffer
+    w = jnp.ones(16, jnp.float64)
+    loss0 = buffer_nll(selected, Gaussian(0.1), params, buf.x, buf.y, w)
+    loss_sgd = buffer_nll(selected, Gaussian(0.1), space.merge(state.hidden, state.head_sgd), buf.x, buf.y, w)
+    loss_nl = buffer_nll(selected, Gaussian(0.1), post.mean(state), buf.x, buf.y, w)
+    assert float(loss_sgd) < 0.5 * float(loss0) and float(loss_nl) < 0.5 * float(loss0)
+    # limited memory: the statistics are the closed-form NIG of the 16 buffered observations, new features
+    new_params = space.merge(state.hidden, state.head_sgd)
+    x = _design_rows(new_params, buf.x[0], buf.x[1])
+    mu, cov, a, b = nig_oracle(x, np.asarray(buf.y[:, 0]), init_cov=4.0, a0=6.0, b0=6.0)
+    np.testing.assert_allclose(state.mean_last, mu, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose([state.a, state.b], [a, b], rtol=1e-9)
+
+
+def test_neural_linear_vmaps_over_seeds_with_retraining():
+    params = _params()
+    ctx, onehot, ys = _stream(12)
+    post = bk.posteriors.neural_linear(selected, train_every=5, n_train_steps=5, buffer_size=8, batch_size=4,
+                                       example_x=(ctx[0], onehot[0]))
+    states = jax.vmap(lambda k: post.init(params)._replace(key=k))(jax.random.split(jax.random.PRNGKey(0), 2))
+    step = lambda st, d: (post.update(st, (d[0], d[1]), d[2]), None)
+    out = jax.jit(jax.vmap(lambda s: jax.lax.scan(step, s, (ctx, onehot, ys))[0]))(states)
+    single = _scan(post, jax.tree_util.tree_map(lambda a: a[1], states), ctx, onehot, ys)
+    np.testing.assert_allclose(out.hidden[1], single.hidden, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(out.hidden[0], out.hidden[1])  # different minibatch keys → different bodies
+    assert bool(jnp.all(jnp.isfinite(out.mean_last)))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# replay_sgd
+
+
+def test_replay_sgd_fifo_buffer_wraps():
+    params = _params()
+    ctx, onehot, ys = _stream(6)
+    post = bk.posteriors.replay_sgd(selected, buffer_size=4, n_inner=1)
+    s = post.init(params, example_x=(ctx[0], onehot[0]))
+    s3 = _scan(post, s, ctx[:3], onehot[:3], ys[:3])
+    np.testing.assert_array_equal(s3.buffer.y[:3, 0], ys[:3, 0])
+    s6 = _scan(post, s3, ctx[3:], onehot[3:], ys[3:])
+    assert int(s6.buffer.count) == 6
+    order = [4, 5, 2, 3]  # slot i holds the newest observation with index ≡ i (mod 4)
+    np.testing.assert_array_equal(s6.buffer.y[:, 0], ys[jnp.array(order), 0])
+    np.testing.assert_array_equal(s6.buffer.x[0], ctx[jnp.array(order)])
+    np.testing.assert_array_equal(s6.buffer.x[1], onehot[jnp.array(order)])
+    np.testing.assert_array_equal(fifo_mask(s3.buffer), [1, 1, 1, 0])
+    np.testing.assert_array_equal(fifo_mask(s6.buffer), [1, 1, 1, 1])
+
+
+@pytest.mark.parametrize("batch_size", [None, 4])
+def test_replay_sgd_reduces_buffer_loss(batch_size):
+    params = _params()
+    ctx, onehot, ys = _stream(16)
+    lik = Gaussian(0.1)
+    post = bk.posteriors.replay_sgd(selected, lik, buffer_size=16, n_inner=20, optimizer=optax.adam(1e-2),
+                                    batch_size=batch_size, example_x=(ctx[0], onehot[0]))
+    state = _scan(post, post.init(params), ctx, onehot, ys)
+    w = jnp.ones(16)
+    loss0 = buffer_nll(selected, lik, params, state.buffer.x, state.buffer.y, w)
+    loss1 = buffer_nll(selected, lik, post.mean(state), state.buffer.x, state.buffer.y, w)
+    assert float(loss1) < 0.5 * float(loss0), (float(loss0), float(loss1))
+    # point estimate: sample == mean; predictive = plug-in mean with the aleatoric covariance only
+    draw = post.sample(jax.random.PRNGKey(3), state)
+    same = jax.tree_util.tree_map(lambda a, b: bool(jnp.array_equal(a, b)), draw, post.mean(state))
+    assert all(jax.tree_util.tree_leaves(same))
+    m, c = post.predictive(state, (ctx[0], onehot[0]))
+    np.testing.assert_allclose(m, selected(post.mean(state), (ctx[0], onehot[0])), rtol=1e-6)
+    np.testing.assert_allclose(c, [[0.1]])
+
+
+def test_bad_arguments_raise():
+    params = _params()
+    x0 = (jnp.zeros(2), jnp.zeros(K))
+    with pytest.raises(ValueError, match="example_x"):
+        bk.posteriors.replay_sgd(selected).init(params)
+    with pytest.raises(ValueError, match="example_x"):
+        bk.posteriors.neural_linear(selected).init(params)
+    with pytest.raises(TypeError, match="Gaussian"):
+        bk.posteriors.neural_linear(selected, Bernoulli())
+    with pytest.raises(ValueError, match="buffer_size"):
+        bk.posteriors.replay_sgd(selected, buffer_size=0)
+    with pytest.raises(ValueError, match="train_every"):
+        bk.posteriors.neural_linear(selected, train_every=0)
+    with pytest.raises(ValueError, match="last_layer"):
+        bk.posteriors.neural_linear(selected, last_layer="nope").init(params, example_x=x0)
+    post = bk.posteriors.replay_sgd(selected, example_x=x0)
+    with pytest.raises(ValueError, match="shape"):
+        post.update(post.init(params), x0, jnp.ones(2))
+    assert bk.posteriors.get("neural_linear") is bk.posteriors.neural_linear
+    assert bk.posteriors.get("replay_sgd") is bk.posteriors.replay_sgd
