@@ -1,1 +1,114 @@
-"""banditkit.environments (being written)."""
+"""banditkit.environments: Gymnasium bandit and BO environments on real data, with a functional JAX form.
+
+``import banditkit`` registers these ids (``gymnasium.make(id, **kwargs)``; ``env.unwrapped`` is the class):
+
+============================  ===========================  =========================================================
+id                            class                        kwargs (besides ``max_steps``)
+============================  ===========================  =========================================================
+``banditkit/MNIST-v0``        :class:`MNISTBandit`         ``split``, ``replace`` (needs ``banditkit data fetch mnist``)
+``banditkit/FashionMNIST-v0`` :class:`FashionMNISTBandit`  same (``fetch fashion_mnist``)
+``banditkit/Mushroom-v0``     :class:`MushroomBandit`      ``replace`` (committed data)
+``banditkit/Shuttle-v0``      :class:`ShuttleBandit`       (committed data)
+``banditkit/Adult-v0``        :class:`AdultBandit`         (committed data)
+``banditkit/Covertype-v0``    :class:`CovertypeBandit`     ``data_dir`` | ``synthetic``
+``banditkit/Census-v0``       :class:`CensusBandit`        ``data_dir`` | ``synthetic``, ``max_rows``
+``banditkit/Jester-v0``       :class:`JesterBandit`        ``data_dir`` | ``synthetic``, ``shuffle_cols``
+``banditkit/Financial-v0``    :class:`FinancialBandit`     ``data_dir`` | ``synthetic``
+``banditkit/Wheel-v0``        :class:`WheelBandit`         ``delta``
+``banditkit/MovieLens-v0``    :class:`MovieLensBandit`     ``rank``, ``num_movies``, ``ratings`` (``fetch movielens``)
+``banditkit/KuaiRec-v0``      :class:`KuaiRecBandit`       ``data_dir`` | ``synthetic``, ``shuffle``
+``banditkit/Ackley-v0``       :class:`AckleyEnv`           ``dim``, ``noise_std``
+``banditkit/Branin-v0``       :class:`BraninEnv`           ``noise_std``
+``banditkit/Hartmann6-v0``    :class:`Hartmann6Env`        ``noise_std``
+``banditkit/DrawNN-v0``       :class:`DrawNNEnv`           ``dim``, ``noise_std``, ``seed``
+============================  ===========================  =========================================================
+
+Bandit envs (``task == "bandit"``): ``Discrete(K)`` actions, ``info`` with ``expected_rewards (K,)``,
+``expected_reward``, ``optimal_reward``, ``optimal_action``, ``regret``; ``env.unwrapped.functional(seed, steps)``
+gives the same episode as a :class:`FunctionalBandit` for compiled runs (:func:`step`, :func:`observation`).
+``env.unwrapped.num_actions``, ``per_arm_features`` (KuaiRec: observation ``(K, F)``) and ``default_model``
+(``"lenet5"``, ``"mlp"``, ``"embedding_mlp"``; BO envs ``"bo_mlp"``, ``task == "bo"``) guide agent construction.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+
+from banditkit.environments import bo_functions
+from banditkit.environments.base import Episode, TableBandit
+from banditkit.environments.bo import AckleyEnv, BOEnv, BraninEnv, DrawNNEnv, Hartmann6Env
+from banditkit.environments.bo_functions import FUNCTIONS, BOFunction, make_function
+from banditkit.environments.classification import (
+    AdultBandit,
+    CensusBandit,
+    ClassificationBandit,
+    CovertypeBandit,
+    FashionMNISTBandit,
+    MNISTBandit,
+    ShuttleBandit,
+)
+from banditkit.environments.functional import FunctionalBandit, observation, step
+from banditkit.environments.kuairec import KuaiRecBandit
+from banditkit.environments.movielens import MovieLensBandit
+from banditkit.environments.showdown import FinancialBandit, JesterBandit, MushroomBandit, WheelBandit
+
+ENV_IDS: dict[str, str] = {
+    "banditkit/MNIST-v0": "banditkit.environments.classification:MNISTBandit",
+    "banditkit/FashionMNIST-v0": "banditkit.environments.classification:FashionMNISTBandit",
+    "banditkit/Mushroom-v0": "banditkit.environments.showdown:MushroomBandit",
+    "banditkit/Shuttle-v0": "banditkit.environments.classification:ShuttleBandit",
+    "banditkit/Adult-v0": "banditkit.environments.classification:AdultBandit",
+    "banditkit/Covertype-v0": "banditkit.environments.classification:CovertypeBandit",
+    "banditkit/Census-v0": "banditkit.environments.classification:CensusBandit",
+    "banditkit/Jester-v0": "banditkit.environments.showdown:JesterBandit",
+    "banditkit/Financial-v0": "banditkit.environments.showdown:FinancialBandit",
+    "banditkit/Wheel-v0": "banditkit.environments.showdown:WheelBandit",
+    "banditkit/MovieLens-v0": "banditkit.environments.movielens:MovieLensBandit",
+    "banditkit/KuaiRec-v0": "banditkit.environments.kuairec:KuaiRecBandit",
+    "banditkit/Ackley-v0": "banditkit.environments.bo:AckleyEnv",
+    "banditkit/Branin-v0": "banditkit.environments.bo:BraninEnv",
+    "banditkit/Hartmann6-v0": "banditkit.environments.bo:Hartmann6Env",
+    "banditkit/DrawNN-v0": "banditkit.environments.bo:DrawNNEnv",
+}
+
+
+def register_all() -> None:
+    """Register every id of :data:`ENV_IDS` with Gymnasium (idempotent)."""
+    for env_id, entry in ENV_IDS.items():
+        if env_id not in gym.registry:
+            gym.register(id=env_id, entry_point=entry, disable_env_checker=False)
+
+
+register_all()
+
+__all__ = [
+    "ENV_IDS",
+    "FUNCTIONS",
+    "AckleyEnv",
+    "AdultBandit",
+    "BOEnv",
+    "BOFunction",
+    "BraninEnv",
+    "CensusBandit",
+    "ClassificationBandit",
+    "CovertypeBandit",
+    "DrawNNEnv",
+    "Episode",
+    "FashionMNISTBandit",
+    "FinancialBandit",
+    "FunctionalBandit",
+    "Hartmann6Env",
+    "JesterBandit",
+    "KuaiRecBandit",
+    "MNISTBandit",
+    "MovieLensBandit",
+    "MushroomBandit",
+    "ShuttleBandit",
+    "TableBandit",
+    "WheelBandit",
+    "bo_functions",
+    "make_function",
+    "observation",
+    "register_all",
+    "step",
+]
