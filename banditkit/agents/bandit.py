@@ -72,6 +72,23 @@ def selected_output(model_apply: Callable) -> Callable:
     return apply_fn
 
 
+def backends() -> dict:
+    """Backend factories by name: ``bk.posteriors.REGISTRY`` plus ``subspace_ekf`` when it exists."""
+    table = dict(_posteriors.REGISTRY)
+    if hasattr(_posteriors, "subspace_ekf"):
+        table.setdefault("subspace_ekf", _posteriors.subspace_ekf)
+    return table
+
+
+def resolve_backend(name: str):
+    """The factory called ``name`` (``-``/``_`` and case-insensitive); unknown names list the valid ones."""
+    table = backends()
+    key = name.strip().lower().replace("-", "_")
+    if key not in table:
+        raise ValueError(f"unknown posterior backend {name!r}; choose one of {sorted(table)}")
+    return table[key]
+
+
 def _is_traced(tree) -> bool:
     return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(tree))
 
@@ -140,7 +157,7 @@ class BanditAgent:
             self.posterior = posterior
             self.posterior_name = posterior.name
         else:
-            factory = _posteriors.get(posterior) if isinstance(posterior, str) else posterior
+            factory = resolve_backend(posterior) if isinstance(posterior, str) else posterior
             if not callable(factory):
                 raise TypeError(f"posterior must be a backend name, a factory or a Posterior, got {posterior!r}")
             self.posterior_name = getattr(factory, "__name__", str(posterior))

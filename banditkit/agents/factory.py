@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import inspect
 
-from banditkit import posteriors as _posteriors
-from banditkit.agents.bandit import BanditAgent
+from banditkit.agents.bandit import BanditAgent, backends
 from banditkit.models import MLP, EmbeddingMLP, LeNet5
 from banditkit.policies import rules as _rules
 
@@ -59,14 +58,6 @@ def _policy_key(token: str) -> str | None:
     key = _norm(token)
     key = _rules.ALIASES.get(key, key)
     return key if key in _rules.POLICIES or key == "thompson_predictive" else None
-
-
-def backends() -> dict:
-    """Backend factories by name: ``bk.posteriors.REGISTRY`` plus ``subspace_ekf`` when it exists."""
-    table = dict(_posteriors.REGISTRY)
-    if hasattr(_posteriors, "subspace_ekf"):
-        table.setdefault("subspace_ekf", _posteriors.subspace_ekf)
-    return table
 
 
 def parse_spec(spec: str) -> tuple[str, str]:

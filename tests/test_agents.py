@@ -1,0 +1,189 @@
+"""BanditAgent against a closed-form Kalman filter, both reward-model shapes, make_agent specs, warm-up."""
+
+import functools
+from types import SimpleNamespace
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import banditkit as bk
+from banditkit.agents import BanditAgent, make_agent, parse_spec, selected_output
+from banditkit.models import MLP, LeNet5
+
+K, D = 3, 4
+RNG = np.random.default_rng(0)
+XS = RNG.normal(size=(8, D)).astype(np.float32)
+ACTIONS = [0, 2, 1, 2, 2, 0, 1, 0]
+REWARDS = RNG.normal(size=8).astype(np.float32)
+
+
+def _kalman(theta0, rows, ys, init_cov, noise):
+    """Closed-form Bayesian linear regression: prior N(θ0, init_cov I), y = h·θ + N(0, noise)."""
+    mu, cov = np.asarray(theta0, np.float64), init_cov * np.eye(len(theta0))
+    for h, y in zip(rows, ys, strict=True):
+        s = h @ cov @ h + noise
+        k = cov @ h / s
+        mu = mu + k * (y - h @ mu)
+        cov = cov - np.outer(k, h @ cov)
+    return mu, cov
+
+
+def _flat(params):
+    """θ in ravel order of {'params': {'head': {'bias' (K,), 'kernel' (D, K)}}}."""
+    head = params["params"]["head"]
+    return np.concatenate([np.asarray(head["bias"]).ravel(), np.asarray(head["kernel"]).ravel()])
+
+
+def _row_multi(x, a, k=K):
+    h = np.zeros(k + len(x) * k)
+    h[a] = 1.0
+    h[k + np.arange(len(x)) * k + a] = x
+    return h
+
+
+def test_multi_output_agent_equals_closed_form_kalman_filter():
+    agent = BanditAgent(MLP(features=(), out=K), "ekf", "greedy", obs_noise=0.5, posterior_kwargs=dict(init_cov=2.0))
+    state = agent.init(jax.random.PRNGKey(0), XS[0])
+    theta0 = _flat(agent.posterior.mean(state.posterior))
+    for x, a, r in zip(XS, ACTIONS, REWARDS, strict=True):
+        state = agent.observe(state, x, a, r)
+    assert int(state.step) == len(XS)
+    mu, cov = _kalman(theta0, [_row_multi(x, a) for x, a in zip(XS, ACTIONS, strict=True)], REWARDS, 2.0, 0.5)
+    np.testing.assert_allclose(_flat(agent.posterior.mean(state.posterior)), mu, rtol=2e-4, atol=2e-5)
+    np.testing.assert_allclose(np.asarray(state.posterior.cov), cov, rtol=2e-4, atol=2e-5)
+    # the greedy action is the argmax of the posterior-mean rewards W·x + b
+    x = XS[3]
+    action, _ = agent.act(jax.random.PRNGKey(1), state, x)
+    w = mu[K:].reshape(D, K)
+    assert int(action) == int(np.argmax(x @ w + mu[:K]))
+
+
+def test_reward_scale_divides_the_observation():
+    a1 = BanditAgent(MLP(features=(), out=K), "ekf", "greedy", reward_scale=4.0)
+    a2 = BanditAgent(MLP(features=(), out=K), "ekf", "greedy")
+    s1, s2 = a1.init(jax.random.PRNGKey(0), XS[0]), a2.init(jax.random.PRNGKey(0), XS[0])
+    for x, a, r in zip(XS[:3], ACTIONS, REWARDS, strict=False):
+        s1, s2 = a1.observe(s1, x, a, 4.0 * r), a2.observe(s2, x, a, r)
+    np.testing.assert_allclose(s1.posterior.mean, s2.posterior.mean, rtol=1e-5, atol=1e-6)
+
+
+def test_per_arm_agent_observes_the_pulled_arms_features():
+    agent = BanditAgent(MLP(features=(), out=1), "ekf", "ucb", per_arm=True, obs_noise=0.3)
+    ctx = RNG.normal(size=(len(XS), K, D)).astype(np.float32)
+    state = agent.init(jax.random.PRNGKey(0), ctx[0])
+    head = agent.posterior.mean(state.posterior)["params"]["head"]
+    theta0 = np.concatenate([np.asarray(head["bias"]).ravel(), np.asarray(head["kernel"]).ravel()])
+    rows = []
+    for c, a, r in zip(ctx, ACTIONS, REWARDS, strict=True):
+        action, state = agent.act(jax.random.PRNGKey(0), state, c)
+        assert action.dtype == jnp.int32 and 0 <= int(action) < K
+        state = agent.observe(state, c, a, r)
+        rows.append(np.concatenate([[1.0], c[a]]))
+    mu, _ = _kalman(theta0, rows, REWARDS, 1.0, 0.3)
+    np.testing.assert_allclose(np.asarray(state.posterior.mean), mu, rtol=2e-4, atol=2e-5)
+
+
+def test_posterior_object_factory_and_name_agree():
+    model = MLP(features=(5,), out=K)
+    built = bk.posteriors.ekf(selected_output(model.apply), bk.likelihoods.Gaussian(0.1), init_cov=0.5)
+    agents = [
+        BanditAgent(model, built, "greedy"),
+        BanditAgent(model, functools.partial(bk.posteriors.ekf, init_cov=0.5), "greedy"),
+    ]
+    means, actions = [], []
+    for agent in agents:
+        state = agent.init(jax.random.PRNGKey(0), XS[0])
+        for t, x in enumerate(XS[:3]):
+            a, state = agent.act(jax.random.PRNGKey(t), state, x)
+            state = agent.observe(state, x, a, float(x.sum()))
+            actions.append(int(a))
+        means.append(np.asarray(state.posterior.mean))
+    np.testing.assert_allclose(means[0], means[1], rtol=1e-6)
+    assert actions[:3] == actions[3:]
+
+
+def test_bad_inputs_raise_clear_errors():
+    agent = BanditAgent(MLP(features=(), out=K), "ekf", "greedy")
+    with pytest.raises(RuntimeError, match="init"):
+        agent.act(jax.random.PRNGKey(0), None, XS[0])
+    state = agent.init(jax.random.PRNGKey(0), XS[0])
+    with pytest.raises(ValueError, match="reward"):
+        agent.observe(state, XS[0], 0, float("nan"))
+    with pytest.raises(ValueError):
+        agent.observe(state, XS[0], K, 1.0)
+    with pytest.raises(ValueError, match="unknown posterior"):
+        BanditAgent(MLP(out=K), "no_such_backend", "greedy")
+    with pytest.raises(ValueError, match="unknown policy"):
+        BanditAgent(MLP(out=K), "ekf", "softmax")
+    with pytest.raises(TypeError, match="Flax module"):
+        BanditAgent(lambda p, x: x, "ekf", "greedy")
+
+
+def _env(default_model="mlp", per_arm=False, k=K, **extra):
+    return SimpleNamespace(
+        unwrapped=SimpleNamespace(
+            num_actions=k, per_arm_features=per_arm, default_model=default_model, task="bandit", **extra
+        )
+    )
+
+
+def test_parse_spec_and_aliases():
+    assert parse_spec("hilofi-thompson") == ("hilofi", "thompson")
+    assert parse_spec("lofi-ucb") == ("lofi", "ucb")
+    assert parse_spec("linear-ts") == ("linear", "thompson")
+    assert parse_spec("diag-ekf-eps_greedy") == ("diag_ekf", "epsilon_greedy")
+    assert parse_spec("ekf") == ("ekf", "thompson")
+    assert parse_spec("eps_greedy") == ("replay_sgd", "epsilon_greedy")
+    with pytest.raises(ValueError, match="hilofi"):
+        parse_spec("hilofy-thompson")
+    with pytest.raises(ValueError, match="policies"):
+        parse_spec("hilofi-softmax")
+
+
+def test_make_agent_uses_the_env_default_model():
+    agent = make_agent("lofi-ucb", _env("mlp"))
+    assert isinstance(agent.model, MLP) and agent.model.features == (50, 50) and agent.model.out == K
+    assert agent.policy.name == "ucb" and agent.posterior.name == "lofi" and not agent.per_arm
+    assert agent.posterior.hyper["rank"] == 10
+    agent = make_agent("ekf-eps_greedy", _env("lenet5", k=10), posterior_kwargs=dict(init_cov=0.3))
+    assert isinstance(agent.model, LeNet5) and agent.model.out == 10
+    assert agent.posterior.hyper["init_cov"] == 0.3 and agent.policy.hyper == {"epsilon": 0.05}
+    agent = make_agent("linear-thompson", _env("mlp", per_arm=True))
+    assert agent.model.features == () and agent.model.out == 1 and agent.per_arm
+    agent = make_agent("ekf-ucb", _env("mlp", reward_scale=35.0), policy_kwargs=dict(beta=2.0))
+    assert agent.reward_scale == 35.0 and agent.policy.hyper == {"beta": 2.0}
+
+
+def test_subspace_warmup_round_robin_then_fit():
+    if not hasattr(bk.posteriors, "subspace_ekf"):
+        pytest.fail("bk.posteriors.subspace_ekf is missing")
+    tau = 4
+    agent = BanditAgent(
+        MLP(features=(4,), out=2),
+        "subspace_ekf",
+        "thompson",
+        warmup_steps=tau,
+        subspace_dim=3,
+        sgd_kwargs=dict(n_iters=20, skip=2),
+        posterior_kwargs=dict(init_cov=0.5),
+    )
+    state = agent.init(jax.random.PRNGKey(0), XS[0])
+    actions = []
+    for t, x in enumerate(XS[:6]):
+        a, state = agent.act(jax.random.PRNGKey(t), state, x)
+        if t == tau:  # the warm-up fit has just happened
+            basis = np.asarray(state.warmup.basis)
+            np.testing.assert_allclose(basis.T @ basis, np.eye(3), atol=1e-4)
+            assert np.all(np.isfinite(np.asarray(state.posterior.inner.mean)))
+        actions.append(int(a))
+        state = agent.observe(state, x, a, float(np.tanh(x[int(a)])))
+    assert actions[:tau] == [0, 1, 0, 1]
+    # the buffer holds the warm-up rounds
+    np.testing.assert_array_equal(np.asarray(state.warmup.actions), [0, 1, 0, 1])
+    np.testing.assert_allclose(np.asarray(state.warmup.contexts), XS[:tau])
+    post = agent.posterior_for(state)
+    flat = jax.flatten_util.ravel_pytree(post.mean(state.posterior))[0]
+    expect = state.posterior.offset + state.warmup.basis @ state.posterior.inner.mean
+    np.testing.assert_allclose(np.asarray(flat), np.asarray(expect), rtol=1e-5, atol=1e-6)
