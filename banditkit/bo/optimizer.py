@@ -1,0 +1,574 @@
+"""``BayesOpt``: ask/tell Bayesian optimisation with an online neural surrogate (API.md §9).
+
+The optimiser works in the unit cube ``u ∈ [0, 1]^d`` and maps to the user's box as ``x = lo + u (hi − lo)``.
+Internally it always *maximises* ``s = sign · y`` (``sign = −1`` for ``direction="minimize"``).
+
+Surrogate.  A reward model ``f(θ, u) ∈ R`` (default: 3×180 ELU :class:`~banditkit.models.MLP` with a ``head``) and
+any posterior backend of :mod:`banditkit.posteriors` with a ``Gaussian(obs_noise)`` likelihood.  Targets are
+standardised with a **fixed** affine map ``z = (s − m₀) / s₀`` where ``m₀, s₀`` are the mean and standard deviation
+of the first ``n_initial`` observations (``s₀ = 1`` if they are all equal).  The map is frozen once chosen,
+because an online filter cannot revisit past targets; until then observations are buffered.  After that, every
+``tell`` runs exactly one ``predict`` + ``update`` of the filter per observation.
+
+Ask.  While fewer than ``n_initial`` evaluations have been told, ``ask`` returns points of a scrambled Sobol
+sequence (``scipy.stats.qmc``).  Afterwards the acquisition is maximised over a fixed Sobol candidate set
+(``n_candidates`` points) and refined by projected gradient ascent (:mod:`banditkit.bo.search`):
+
+``thompson``  one parameter draw ``θ̃ ~ q(θ)`` per point; maximise ``u ↦ f(θ̃, u)``.
+``ei``        ``EI(u) = d Φ(d/σ) + σ φ(d/σ)``, ``d = μ(u) − z* − ξ``  (``z*`` the best standardised target so far).
+``pi``        ``Φ((μ(u) − z* − ξ)/σ(u))``.
+``ucb``       ``μ(u) + β σ(u)``.
+
+``μ(u), σ(u)²`` are the surrogate's predictive mean and variance of ``z`` (epistemic + observation noise).
+``ask(n)`` with ``n > 1`` returns a batch: the first point maximises the acquisition, the others come from
+independent Thompson draws (all of them for ``thompson``); points in one batch are always distinct.
+
+State, save and resume.  Everything that determines the next suggestion is saved by :meth:`BayesOpt.save`
+(evaluations, the standardisation, the surrogate's state arrays, the PRNG key, the Sobol position and the
+pending suggestions) in a portable ``.npz`` with a JSON header (no pickled code), written atomically.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from banditkit import checkpoint
+from banditkit import posteriors as _posteriors
+from banditkit.bo import search
+from banditkit.likelihoods import Gaussian
+from banditkit.models import MLP
+from banditkit.policies.acquisition import (
+    expected_improvement_score,
+    probability_of_improvement_score,
+    ucb_score,
+)
+from banditkit.validation import check_bounds, check_finite, check_in_bounds
+
+ACQUISITIONS = ("thompson", "ei", "pi", "ucb")
+_ACQ_ALIASES = {
+    "ts": "thompson",
+    "thompson_sampling": "thompson",
+    "expected_improvement": "ei",
+    "probability_of_improvement": "pi",
+    "upper_confidence_bound": "ucb",
+}
+FORMAT_VERSION = 1
+
+# Defaults applied to a surrogate factory when it accepts the keyword and the user did not set it.  They follow
+# the HiLoFi BO setup (seed 003 §12.6: rank 50, last-layer prior 1) except the hidden prior: 0.1 instead of
+# 1e-4 (with 1e-4 the hidden layers stay frozen and Branin runs stall at the box edges; measured, see tests).
+_SURROGATE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "hilofi": dict(rank=50, init_cov_hidden=0.1, init_cov_last=1.0),
+    "lolofi": dict(rank=50, init_cov_hidden=0.1, init_cov_last=1.0),
+    "lrkf": dict(rank=50, init_cov=1e-2),
+    "lofi": dict(rank=50, init_cov=1e-2),
+    "diag_ekf": dict(init_cov=1e-2),
+    "ekf": dict(init_cov=1e-2),
+}
+
+
+def _accepts(fn: Callable, name: str) -> bool:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
+class BOResult:
+    """Result of :func:`banditkit.bo.optimize`: ``x`` / ``y`` (best point and value), ``history``, ``optimizer``."""
+
+    def __init__(self, optimizer: BayesOpt):
+        self.optimizer = optimizer
+        self.x, self.y = optimizer.best
+        self.history = optimizer.history
+
+    def __repr__(self) -> str:
+        return f"BOResult(x={np.array2string(self.x, precision=4)}, y={self.y:.6g}, n_evals={len(self.history)})"
+
+
+class BayesOpt:
+    """Ask/tell Bayesian optimiser over a box with an online neural-network surrogate (see module docstring).
+
+    Args:
+      bounds: ``[(low, high), ...]``, one pair per dimension.
+      surrogate: a posterior backend name of ``bk.posteriors.REGISTRY`` (``"hilofi"``, ``"lofi"``, ``"lrkf"``,
+        ``"ekf"``, ``"neural_linear"``, ``"replay_sgd"``, ...) or a factory ``factory(apply_fn, likelihood, **kw)``.
+      acquisition: ``"thompson"``, ``"ei"``, ``"pi"`` or ``"ucb"``.
+      direction: ``"maximize"`` or ``"minimize"``.
+      seed: integer seed of everything random (network init, Sobol scrambling, Thompson draws).
+      n_initial: number of Sobol design points before the acquisition is used; default ``max(5, 2·dim)``.
+      model: a Flax module mapping one point ``u (dim,)`` of the unit cube to ``(1,)``; default
+        ``MLP(features=features, out=1)``.  Its last layer should be the submodule ``head`` for the
+        last-layer backends.
+      surrogate_kwargs: extra keyword arguments of the backend factory (they override the BO defaults).
+      obs_noise: observation-noise variance of the Gaussian likelihood, on the standardised scale.
+      features: hidden widths of the default MLP.
+      n_candidates: size of the fixed Sobol candidate set the acquisition is scored on.
+      n_starts, refine_steps, step_size: projected-gradient refinement from the best ``n_starts`` candidates.
+      xi: improvement margin of EI / PI (standardised units).  beta: UCB width ``μ + β σ``.
+      min_distance: a suggestion closer than this (max-norm in the unit cube) to an evaluated or pending point is
+        replaced by the best-scoring candidate that is not (re-evaluating a point teaches a deterministic
+        objective nothing; set 0 to allow repeats except exact duplicates).
+    """
+
+    def __init__(
+        self,
+        bounds: Sequence[tuple[float, float]],
+        surrogate: str | Callable = "hilofi",
+        acquisition: str = "thompson",
+        direction: str = "maximize",
+        seed: int = 0,
+        n_initial: int | None = None,
+        model: Any = None,
+        surrogate_kwargs: dict | None = None,
+        *,
+        obs_noise: float = 1e-2,
+        features: Sequence[int] = (180, 180, 180),
+        n_candidates: int = 1024,
+        n_starts: int = 4,
+        refine_steps: int = 10,
+        step_size: float = 0.05,
+        xi: float = 0.01,
+        beta: float = 2.0,
+        min_distance: float = 1e-3,
+    ):
+        b = check_bounds(bounds)
+        self._lo, self._hi = b[:, 0].copy(), b[:, 1].copy()
+        self.dim = int(self._lo.size)
+        acq = str(acquisition).strip().lower().replace("-", "_")
+        acq = _ACQ_ALIASES.get(acq, acq)
+        if acq not in ACQUISITIONS:
+            raise ValueError(f"unknown acquisition {acquisition!r}; choose one of {list(ACQUISITIONS)}")
+        direction = str(direction).strip().lower()
+        if direction not in ("maximize", "minimize"):
+            raise ValueError(f"direction must be 'maximize' or 'minimize', got {direction!r}")
+        if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+            raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+        if n_initial is None:
+            n_initial = max(5, 2 * self.dim)
+        if not isinstance(n_initial, (int, np.integer)) or n_initial < 1:
+            raise ValueError(f"n_initial must be a positive int, got {n_initial!r}")
+        for name, v in dict(n_candidates=n_candidates, n_starts=n_starts).items():
+            if not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"{name} must be a positive int, got {v!r}")
+        if not isinstance(refine_steps, (int, np.integer)) or refine_steps < 0:
+            raise ValueError(f"refine_steps must be a non-negative int, got {refine_steps!r}")
+        if not obs_noise > 0:
+            raise ValueError(f"obs_noise is a variance and must be > 0, got {obs_noise!r}")
+        self.acquisition = acq
+        self.direction = direction
+        self.seed = int(seed)
+        self.n_initial = int(n_initial)
+        self._config = dict(
+            obs_noise=float(obs_noise),
+            features=[int(f) for f in features],
+            n_candidates=int(n_candidates),
+            n_starts=int(min(n_starts, n_candidates)),
+            refine_steps=int(refine_steps),
+            step_size=float(step_size),
+            xi=float(xi),
+            beta=float(beta),
+            min_distance=float(min_distance),
+        )
+        self._sign = 1.0 if direction == "maximize" else -1.0
+
+        # surrogate ----------------------------------------------------------------------------------------
+        if isinstance(surrogate, str):
+            factory = _posteriors.get(surrogate)
+            self.surrogate = surrogate.strip().lower().replace("-", "_")
+        elif callable(surrogate):
+            factory = surrogate
+            self.surrogate = getattr(surrogate, "__name__", "custom")
+        else:
+            raise TypeError(f"surrogate must be a backend name or a posterior factory, got {type(surrogate).__name__}")
+        self._custom_model = model is not None
+        if model is None:
+            model = MLP(features=tuple(self._config["features"]), out=1)
+        if not (hasattr(model, "init") and hasattr(model, "apply")):
+            raise TypeError("model must be a Flax module (with .init and .apply) mapping a point (dim,) to (1,)")
+        self.model = model
+        kwargs = {}
+        for k, v in _SURROGATE_DEFAULTS.get(self.surrogate, {}).items():
+            if _accepts(factory, k):
+                kwargs[k] = v
+        if "last_layer" not in (surrogate_kwargs or {}) and _accepts(factory, "last_layer"):
+            kwargs["last_layer"] = "head"
+        kwargs.update(surrogate_kwargs or {})
+        self.surrogate_kwargs = kwargs
+
+        cache_key = _cache_key(self, factory, model, kwargs)
+        cached = _KERNELS.get(cache_key)
+        key = jax.random.PRNGKey(self.seed)
+        k_init, self._key = jax.random.split(key)
+        params = model.init(k_init, jnp.zeros((self.dim,), jnp.float32))
+        if cached is None:
+
+            def apply_fn(params, u):
+                return jnp.ravel(model.apply(params, 2.0 * u - 1.0))  # the model sees [-1, 1]^d
+
+            out = apply_fn(params, jnp.zeros((self.dim,), jnp.float32))
+            if out.shape != (1,):
+                raise ValueError(f"the surrogate model must output one value per point, got output shape {out.shape}")
+            try:
+                post = factory(apply_fn, Gaussian(self._config["obs_noise"]), **kwargs)
+            except TypeError as e:
+                raise TypeError(f"surrogate {self.surrogate!r} rejected its arguments {sorted(kwargs)}: {e}") from e
+            cached = (post, apply_fn, *_build_kernels(post, apply_fn, self._config, self.acquisition))
+            if cache_key is not None:
+                if len(_KERNELS) >= 16:
+                    _KERNELS.pop(next(iter(_KERNELS)))
+                _KERNELS[cache_key] = cached
+        self._post, self._apply_fn, self._step, self._thompson, self._analytic = cached
+        self._state = self._post.init(params)
+        self._dtype = jax.tree_util.tree_leaves(params)[0].dtype
+        self._candidates = jnp.asarray(
+            search.sobol_points(self._config["n_candidates"], self.dim, seed=self.seed + 1), self._dtype
+        )
+
+        # data -----------------------------------------------------------------------------------------------
+        self._u = np.zeros((0, self.dim))  # unit-cube inputs told so far
+        self._y = np.zeros((0,))  # raw values as told
+        self._source: list[str] = []
+        self._shift: float | None = None  # standardisation s ↦ (s - shift) / scale, fixed after n_initial
+        self._scale: float | None = None
+        self._n_fed = 0  # observations already given to the filter
+        self._sobol_index = 0
+        self._pending = np.zeros((0, self.dim))
+        self._pending_source: list[str] = []
+
+    # public API -------------------------------------------------------------------------------------------------
+    @property
+    def bounds(self) -> np.ndarray:
+        """``(dim, 2)`` array of ``(low, high)``."""
+        return np.stack([self._lo, self._hi], axis=1)
+
+    @property
+    def n_evals(self) -> int:
+        """Number of evaluations told so far."""
+        return int(self._y.size)
+
+    @property
+    def pending(self) -> np.ndarray:
+        """Suggested points (in bounds) not yet told, ``(m, dim)``."""
+        return self._to_box(self._pending)
+
+    @property
+    def posterior(self):
+        """The surrogate's :class:`~banditkit.posteriors.Posterior` and its current state ``(post, state)``."""
+        return self._post, self._state
+
+    def ask(self, n: int | None = None) -> np.ndarray:
+        """Next point(s) to evaluate: ``(dim,)`` for ``n=None``, else ``(n, dim)`` (distinct points), in bounds."""
+        if n is None:
+            k = 1
+        elif isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 1:
+            k = int(n)
+        else:
+            raise ValueError(f"n must be None or a positive int, got {n!r}")
+        if self.n_evals < self.n_initial:
+            u = search.sobol_points(k, self.dim, seed=self.seed, skip=self._sobol_index)
+            self._sobol_index += k
+            sources = ["initial"] * k
+        else:
+            u, sources = self._acquire(k)
+        self._pending = np.concatenate([self._pending, u], axis=0)
+        self._pending_source = self._pending_source + sources
+        x = self._to_box(u)
+        return x[0] if n is None else x
+
+    def tell(self, x, y) -> None:
+        """Record evaluation(s): ``x (dim,)`` with a scalar ``y``, or ``x (n, dim)`` with ``y (n,)``.
+
+        Raises ``ValueError`` (leaving the optimiser exactly as it was) for a wrong dimension, a point outside
+        the bounds, or a NaN / infinite value.
+        """
+        u, yv = self._validate_tell(x, y)
+        # Work on copies; commit only when everything succeeded.
+        new_u = np.concatenate([self._u, u], axis=0)
+        new_y = np.concatenate([self._y, yv])
+        pending, pend_src = self._pending.copy(), list(self._pending_source)
+        sources = list(self._source)
+        for row in u:
+            src = "user"
+            if pending.shape[0]:
+                d = np.max(np.abs(pending - row), axis=1)
+                j = int(np.argmin(d))
+                if d[j] <= 1e-9:
+                    src = pend_src.pop(j)
+                    pending = np.delete(pending, j, axis=0)
+            sources.append(src)
+        shift, scale = self._shift, self._scale
+        if shift is None and new_y.size >= self.n_initial:
+            s = self._sign * new_y
+            shift = float(np.mean(s))
+            sd = float(np.std(s))
+            scale = sd if sd > 1e-12 * max(1.0, abs(shift)) else 1.0
+        state, n_fed = self._state, self._n_fed
+        if shift is not None:
+            z = (self._sign * new_y - shift) / scale
+            for i in range(n_fed, new_y.size):
+                state = self._step(state, jnp.asarray(new_u[i], self._dtype), jnp.asarray(z[i : i + 1], self._dtype))
+            n_fed = new_y.size
+            if not all(
+                bool(jnp.all(jnp.isfinite(leaf)))
+                for leaf in jax.tree_util.tree_leaves(state)
+                if jnp.issubdtype(jnp.asarray(leaf).dtype, jnp.floating)
+            ):
+                raise FloatingPointError(
+                    "the surrogate's filter update produced NaN/inf (the optimiser was left unchanged); try a "
+                    "larger obs_noise or a smaller prior covariance in surrogate_kwargs"
+                )
+        self._u, self._y, self._source = new_u, new_y, sources
+        self._pending, self._pending_source = pending, pend_src
+        self._shift, self._scale, self._state, self._n_fed = shift, scale, state, n_fed
+
+    @property
+    def best(self) -> tuple[np.ndarray, float]:
+        """``(x_best (dim,), y_best)``: the best evaluation told so far (in the chosen direction)."""
+        if self.n_evals == 0:
+            raise ValueError("no evaluations yet: call tell(x, y) first")
+        i = int(np.argmax(self._sign * self._y))
+        return self._to_box(self._u[i]), float(self._y[i])
+
+    @property
+    def history(self) -> pd.DataFrame:
+        """All evaluations in order: ``trial, x0..x{d-1}, y, best_y, source`` (source: initial / acquisition /
+        user)."""
+        x = self._to_box(self._u)
+        cols: dict[str, Any] = {"trial": np.arange(self.n_evals)}
+        for j in range(self.dim):
+            cols[f"x{j}"] = x[:, j] if self.n_evals else np.zeros((0,))
+        cols["y"] = self._y.copy()
+        s = self._sign * self._y
+        cols["best_y"] = self._sign * np.maximum.accumulate(s) if self.n_evals else np.zeros((0,))
+        cols["source"] = list(self._source)
+        return pd.DataFrame(cols)
+
+    # internals --------------------------------------------------------------------------------------------------
+    def _to_box(self, u: np.ndarray) -> np.ndarray:
+        return self._lo + np.asarray(u, np.float64) * (self._hi - self._lo)
+
+    def _validate_tell(self, x, y) -> tuple[np.ndarray, np.ndarray]:
+        xa = check_in_bounds(x, self.bounds, name="x")
+        try:
+            ya = np.asarray(y, dtype=np.float64)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"y must be a number (or one number per row of x), got {y!r:.60}") from e
+        if xa.ndim == 1:
+            xa = xa[None]
+            if ya.size != 1:
+                raise ValueError(f"one point x needs one value y, got y with shape {ya.shape}")
+        elif ya.ndim > 1 or ya.size != xa.shape[0]:
+            raise ValueError(f"x has {xa.shape[0]} rows but y has shape {ya.shape}; give one value per row")
+        ya = ya.reshape(-1)
+        check_finite("y", ya, hint="a failed evaluation cannot be told; skip it or tell a finite penalty value")
+        u = np.clip((xa - self._lo) / (self._hi - self._lo), 0.0, 1.0)
+        return u, ya
+
+    def _next_key(self) -> jax.Array:
+        self._key, sub = jax.random.split(self._key)
+        return sub
+
+    def _acquire(self, k: int) -> tuple[np.ndarray, list[str]]:
+        chosen: list[np.ndarray] = []
+        sources: list[str] = []
+        best = float(np.max((self._sign * self._y - self._shift) / self._scale))
+        for i in range(k):
+            if i == 0 and self.acquisition != "thompson":
+                x, _, order = self._analytic(self._state, jnp.asarray(best, self._dtype), self._candidates)
+            else:
+                x, _, order = self._thompson(self._state, self._next_key(), self._candidates)
+            x = np.clip(np.asarray(x, np.float64), 0.0, 1.0)
+            taken = np.concatenate([self._u, self._pending, np.reshape(chosen, (-1, self.dim))], axis=0)
+            if taken.shape[0] and _near(taken, x, self._config["min_distance"]):
+                # a repeat of an evaluated / pending / chosen point: take the best-ranked candidate that is new
+                for j in np.asarray(order):
+                    cand = np.asarray(self._candidates[j], np.float64)
+                    if not _near(taken, cand, self._config["min_distance"]):
+                        x = cand
+                        break
+            chosen.append(x)
+            sources.append(self.acquisition if (i == 0 or self.acquisition == "thompson") else "thompson")
+        return np.stack(chosen), sources
+
+    # persistence ------------------------------------------------------------------------------------------------
+    def _arrays(self, state) -> dict:
+        return dict(state=state, key=self._key)
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the complete optimiser state to ``path`` atomically (:mod:`banditkit.checkpoint`: ``.npz`` arrays
+        + JSON header, no pickled code).  :meth:`load` resumes exactly: the next ``ask`` is the same."""
+        meta = dict(
+            format="banditkit.BayesOpt",
+            version=FORMAT_VERSION,
+            bounds=self.bounds.tolist(),
+            surrogate=self.surrogate,
+            acquisition=self.acquisition,
+            direction=self.direction,
+            seed=self.seed,
+            n_initial=self.n_initial,
+            surrogate_kwargs=self.surrogate_kwargs,
+            custom_model=self._custom_model,
+            config=self._config,
+            shift=self._shift,
+            scale=self._scale,
+            n_fed=self._n_fed,
+            sobol_index=self._sobol_index,
+            source=self._source,
+            pending_source=self._pending_source,
+            # float64 values as JSON (exact round trip: json writes repr), not as arrays — the checkpoint
+            # reader returns JAX arrays, which would round them to float32 unless x64 is on
+            u=self._u.tolist(),
+            y=self._y.tolist(),
+            pending=self._pending.tolist(),
+        )
+        folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+        os.makedirs(folder, exist_ok=True)
+        try:
+            checkpoint.save(path, self._arrays(self._state), posterior=self._post, meta=meta)
+        except TypeError as e:
+            raise TypeError(f"cannot save this optimiser (surrogate_kwargs must be JSON-serialisable): {e}") from e
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, model: Any = None, surrogate: Callable | None = None) -> BayesOpt:
+        """Restore an optimiser written by :meth:`save`; the next ``ask`` returns what it would have returned.
+
+        A user-supplied Flax ``model`` (or a surrogate factory that is not a registered name) is code, which is
+        not stored: pass the same one again here.
+        """
+        _, header = checkpoint.load(path)
+        meta = header.get("meta") or {}
+        if meta.get("format") != "banditkit.BayesOpt":
+            raise ValueError(f"{os.fspath(path)!r} is a banditkit checkpoint but not a saved BayesOpt")
+        if meta["version"] > FORMAT_VERSION:
+            raise ValueError(f"{os.fspath(path)!r} was written by a newer banditkit (format {meta['version']})")
+        if meta["custom_model"] and model is None:
+            raise ValueError(
+                "this optimiser used a custom model: pass the same Flax module as BayesOpt.load(path, model=...)"
+            )
+        opt = cls(
+            meta["bounds"],
+            surrogate=surrogate if surrogate is not None else meta["surrogate"],
+            acquisition=meta["acquisition"],
+            direction=meta["direction"],
+            seed=meta["seed"],
+            n_initial=meta["n_initial"],
+            model=model,
+            surrogate_kwargs=meta["surrogate_kwargs"],
+            **meta["config"],
+        )
+        opt._u = np.asarray(meta["u"], np.float64).reshape(-1, opt.dim)
+        opt._y = np.asarray(meta["y"], np.float64).reshape(-1)
+        opt._pending = np.asarray(meta["pending"], np.float64).reshape(-1, opt.dim)
+        tree, _ = checkpoint.load(path, template=opt._arrays(opt._state), posterior=opt._post)
+        opt._state, opt._key = tree["state"], tree["key"]
+        opt._shift, opt._scale = meta["shift"], meta["scale"]
+        opt._n_fed = int(meta["n_fed"])
+        opt._sobol_index = int(meta["sobol_index"])
+        opt._source = list(meta["source"])
+        opt._pending_source = list(meta["pending_source"])
+        return opt
+
+    def __repr__(self) -> str:
+        return (
+            f"BayesOpt(dim={self.dim}, surrogate={self.surrogate!r}, acquisition={self.acquisition!r}, "
+            f"direction={self.direction!r}, n_evals={self.n_evals})"
+        )
+
+
+_KERNELS: dict = {}  # compiled kernels shared by optimisers with the same configuration (saves recompiling)
+
+
+def _cache_key(opt: BayesOpt, factory, model, kwargs) -> tuple | None:
+    try:
+        key = (
+            factory,
+            json.dumps(kwargs, sort_keys=True),
+            model if not opt._custom_model else id(model),
+            opt.dim,
+            opt.acquisition,
+            json.dumps(opt._config, sort_keys=True),
+        )
+        hash(key)
+        return key
+    except TypeError:  # unhashable / non-JSON configuration: no sharing
+        return None
+
+
+def _build_kernels(post, apply_fn, cfg: dict, acq: str):
+    """Jitted ``step(state, u, z)``, ``thompson(state, key, cands)`` and ``analytic(state, best, cands)``."""
+
+    def step(state, u, z):
+        return post.update(post.predict(state), u, z)
+
+    def opts():
+        return dict(n_starts=cfg["n_starts"], steps=cfg["refine_steps"], step_size=cfg["step_size"])
+
+    def thompson(state, key, cands):
+        draw = post.sample(key, state)
+        return search.maximize(lambda u: apply_fn(draw, u)[0], cands, **opts())
+
+    def analytic(state, best, cands):
+        def score(u):
+            m, c = post.predictive(state, u)
+            m = m[0]
+            sd = jnp.sqrt(jnp.maximum(c[0, 0], 1e-12))
+            if acq == "ei":
+                return expected_improvement_score(m, sd, best, cfg["xi"])
+            if acq == "pi":
+                return probability_of_improvement_score(m, sd, best, cfg["xi"])
+            return ucb_score(m, sd, cfg["beta"])
+
+        return search.maximize(score, cands, **opts())
+
+    return jax.jit(step), jax.jit(thompson), jax.jit(analytic)
+
+
+def _near(points: np.ndarray, x: np.ndarray, tol: float) -> bool:
+    """Whether ``x`` is within ``tol`` (max-norm, unit cube) of a row of ``points``; ``tol=0`` means exact repeats."""
+    return bool(np.min(np.max(np.abs(points - x), axis=1)) <= max(tol, 1e-9))
+
+
+def optimize(
+    f: Callable[[np.ndarray], float],
+    bounds: Sequence[tuple[float, float]],
+    n_evals: int = 50,
+    surrogate: str | Callable = "hilofi",
+    acquisition: str = "thompson",
+    direction: str = "maximize",
+    seed: int = 0,
+    callback: Callable[[BayesOpt, np.ndarray, float], None] | None = None,
+    **kwargs,
+) -> BOResult:
+    """Run ``n_evals`` evaluations of ``f(x) -> float`` (``x`` an ndarray ``(dim,)`` in ``bounds``) with
+    :class:`BayesOpt` (extra keyword arguments go to it) and return a :class:`BOResult` with ``x``, ``y``,
+    ``history`` and the ``optimizer``.  ``callback(opt, x, y)`` is called after every evaluation."""
+    if not callable(f):
+        raise TypeError("f must be callable: f(x: ndarray (dim,)) -> float")
+    if not isinstance(n_evals, (int, np.integer)) or n_evals < 1:
+        raise ValueError(f"n_evals must be a positive int, got {n_evals!r}")
+    opt = BayesOpt(bounds, surrogate=surrogate, acquisition=acquisition, direction=direction, seed=seed, **kwargs)
+    for _ in range(int(n_evals)):
+        x = opt.ask()
+        y = f(x)
+        try:
+            y = float(np.asarray(y).reshape(()))
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"f must return one number, got {y!r}") from e
+        if not math.isfinite(y):
+            raise ValueError(f"f returned {y} at x={x.tolist()}; the objective must be finite")
+        opt.tell(x, y)
+        if callback is not None:
+            callback(opt, x, y)
+    return BOResult(opt)
