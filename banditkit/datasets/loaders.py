@@ -29,7 +29,7 @@ import pandas as pd
 from banditkit.datasets import external, tables, toy
 from banditkit.datasets._paths import cache_dir, tables_dir
 from banditkit.datasets.catalog import CATALOG
-from banditkit.datasets.fetch import canonical_name
+from banditkit.datasets.fetching import canonical_name
 from banditkit.datasets.safe import CorruptFileError
 
 

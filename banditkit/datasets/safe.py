@@ -1,7 +1,8 @@
 """Safe handling of third-party files: a NumPy-only unpickler and path-checked archive extraction.
 
 * :func:`load_numpy_pickle` opens a (gzip-compressed) pickle with :class:`NumpyOnlyUnpickler`, which resolves
-  only the globals that NumPy array reconstruction needs (``ndarray``, ``dtype``, ``_reconstruct``, ``scalar``);
+  only the globals that NumPy array reconstruction needs (``ndarray``, ``dtype``, ``_reconstruct``, ``scalar``,
+  and ``_codecs.encode`` restricted to latin-1, which protocol-2 pickles use for raw bytes);
   any other global (``os.system``, ``builtins.eval``, ...) raises :class:`UnsafeFileError`.  Containers
   (tuples, lists, dicts) and numbers are plain pickle opcodes and need no globals.
 * :func:`zip_members` copies named members out of a zip file by reading their bytes and writing them under a
@@ -38,7 +39,15 @@ class CorruptFileError(ValueError):
     """A file is truncated, corrupt or has the wrong checksum."""
 
 
+def _latin1_encode(text: str, encoding: str = "latin1") -> bytes:
+    """``_codecs.encode`` as protocol-2 pickles use it for raw bytes (latin-1 only)."""
+    if encoding.lower().replace("-", "") != "latin1" or not isinstance(text, str):
+        raise UnsafeFileError(f"refusing _codecs.encode with encoding {encoding!r} in a data pickle")
+    return text.encode("latin1")
+
+
 _ALLOWED_GLOBALS = {
+    ("_codecs", "encode"): _latin1_encode,
     ("numpy", "ndarray"): np.ndarray,
     ("numpy", "dtype"): np.dtype,
     ("numpy.core.multiarray", "_reconstruct"): np.ndarray.__reduce__(np.zeros(1))[0],
