@@ -224,7 +224,7 @@ class BayesOpt:
                 post = factory(apply_fn, Gaussian(self._config["obs_noise"]), **kwargs)
             except TypeError as e:
                 raise TypeError(f"surrogate {self.surrogate!r} rejected its arguments {sorted(kwargs)}: {e}") from e
-            cached = (post, apply_fn, *_build_kernels(post, apply_fn, self._config, self.acquisition))
+            cached = (post, apply_fn, *_build_kernels(post, apply_fn, self._config))
             if cache_key is not None:
                 if len(_KERNELS) >= 16:
                     _KERNELS.pop(next(iter(_KERNELS)))
@@ -386,7 +386,8 @@ class BayesOpt:
         best = float(np.max((self._sign * self._y - self._shift) / self._scale))
         for i in range(k):
             if i == 0 and self.acquisition != "thompson":
-                x, _, order = self._analytic(self._state, jnp.asarray(best, self._dtype), self._candidates)
+                w = jnp.asarray([self.acquisition == a for a in ("ei", "pi", "ucb")], self._dtype)
+                x, _, order = self._analytic(self._state, jnp.asarray(best, self._dtype), w, self._candidates)
             else:
                 x, _, order = self._thompson(self._state, self._next_key(), self._candidates)
             x = np.clip(np.asarray(x, np.float64), 0.0, 1.0)
@@ -497,7 +498,6 @@ def _cache_key(opt: BayesOpt, factory, model, kwargs) -> tuple | None:
             json.dumps(kwargs, sort_keys=True),
             model if not opt._custom_model else id(model),
             opt.dim,
-            opt.acquisition,
             json.dumps(opt._config, sort_keys=True),
         )
         hash(key)
@@ -506,7 +506,7 @@ def _cache_key(opt: BayesOpt, factory, model, kwargs) -> tuple | None:
         return None
 
 
-def _build_kernels(post, apply_fn, cfg: dict, acq: str):
+def _build_kernels(post, apply_fn, cfg: dict):
     """Jitted ``step(state, u, z)``, ``thompson(state, key, cands)`` and ``analytic(state, best, cands)``."""
 
     def step(state, u, z):
@@ -519,16 +519,17 @@ def _build_kernels(post, apply_fn, cfg: dict, acq: str):
         draw = post.sample(key, state)
         return search.maximize(lambda u: apply_fn(draw, u)[0], cands, **opts())
 
-    def analytic(state, best, cands):
+    def analytic(state, best, weights, cands):
+        # weights (3,) one-hot over (EI, PI, UCB): one compiled kernel serves all three acquisitions
         def score(u):
             m, c = post.predictive(state, u)
             m = m[0]
             sd = jnp.sqrt(jnp.maximum(c[0, 0], 1e-12))
-            if acq == "ei":
-                return expected_improvement_score(m, sd, best, cfg["xi"])
-            if acq == "pi":
-                return probability_of_improvement_score(m, sd, best, cfg["xi"])
-            return ucb_score(m, sd, cfg["beta"])
+            return (
+                weights[0] * expected_improvement_score(m, sd, best, cfg["xi"])
+                + weights[1] * probability_of_improvement_score(m, sd, best, cfg["xi"])
+                + weights[2] * ucb_score(m, sd, cfg["beta"])
+            )
 
         return search.maximize(score, cands, **opts())
 

@@ -1,0 +1,164 @@
+"""Ask/tell Bayesian optimisation (``banditkit.bo``).
+
+Small surrogate everywhere (HiLoFi rank 5 on a 2×32 ELU MLP, 256 Sobol candidates) so the compiled kernels are
+shared between tests (``BayesOpt`` caches them per configuration).
+"""
+
+import jax
+import numpy as np
+import pytest
+
+import banditkit as bk
+from banditkit.bo import BayesOpt
+from banditkit.environments.bo_functions import make_function
+
+SMALL = dict(surrogate="hilofi", surrogate_kwargs=dict(rank=5), features=(32, 32), n_candidates=256)
+BRANIN = make_function("branin")
+BRANIN_BOUNDS = [(-5.0, 10.0), (0.0, 15.0)]
+
+
+def branin_native(x):
+    """Branin on its native domain [-5, 10] x [0, 15] (minimum 0.397887)."""
+    return float(BRANIN.value((np.asarray(x) - BRANIN.bounds[:, 0]) / (BRANIN.bounds[:, 1] - BRANIN.bounds[:, 0])))
+
+
+def quad(x):
+    return float(np.sum((np.asarray(x) - np.array([0.3, 1.2])) ** 2))
+
+
+def _leaves_equal(a, b):
+    la, lb = jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)
+    return len(la) == len(lb) and all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(la, lb, strict=True))
+
+
+def test_branin_finds_optimum_region_more_often_than_random():
+    """Hit = simple regret < 0.5 within 60 evaluations (random search: P(hit) ≈ 0.44 per run)."""
+    seeds = range(4)
+    bo_regret, rs_regret = [], []
+    for seed in seeds:
+        res = bk.bo.optimize(branin_native, BRANIN_BOUNDS, n_evals=60, direction="minimize", seed=seed, **SMALL)
+        bo_regret.append(res.y - BRANIN.minimum)
+        u = np.random.default_rng(seed).random((60, 2))
+        rs_regret.append(float(np.min(BRANIN.value(u))) - BRANIN.minimum)
+    bo_hits = sum(r < 0.5 for r in bo_regret)
+    rs_hits = sum(r < 0.5 for r in rs_regret)
+    assert bo_hits > rs_hits, (bo_regret, rs_regret)
+    assert bo_hits >= 3, bo_regret
+    assert np.median(bo_regret) < np.median(rs_regret)
+
+
+def test_save_load_resumes_exactly(tmp_path):
+    opt = BayesOpt([(0.0, 1.0), (0.0, 2.0)], seed=3, **SMALL)
+    for _ in range(7):
+        x = opt.ask()
+        opt.tell(x, quad(x))
+    batch = opt.ask(n=2)  # pending suggestions are part of the state
+    path = tmp_path / "sub" / "run.bk"
+    opt.save(path)
+    assert not [p for p in path.parent.iterdir() if p.name != "run.bk"]  # no temp file left behind
+    again = BayesOpt.load(path)
+    assert again.history.equals(opt.history)
+    np.testing.assert_array_equal(again.pending, opt.pending)
+    assert _leaves_equal(again.posterior[1], opt.posterior[1])
+    np.testing.assert_array_equal(again.ask(), opt.ask())
+    opt.tell(batch, [quad(b) for b in batch])
+    again.tell(batch, [quad(b) for b in batch])
+    np.testing.assert_array_equal(again.ask(n=3), opt.ask(n=3))
+    assert again.best[1] == opt.best[1]
+
+
+def test_rejected_tell_leaves_state_unchanged():
+    a = BayesOpt([(-1.0, 1.0)] * 2, seed=1, n_initial=3, **SMALL)
+    b = BayesOpt([(-1.0, 1.0)] * 2, seed=1, n_initial=3, **SMALL)
+    for _ in range(4):
+        x = a.ask()
+        np.testing.assert_array_equal(x, b.ask())
+        a.tell(x, float(np.sum(x)))
+        b.tell(x, float(np.sum(x)))
+    pending = a.ask(n=2)
+    b.ask(n=2)
+    bad = [
+        (np.zeros(3), 1.0),  # wrong dimension
+        (np.array([0.0, 1.5]), 1.0),  # out of bounds
+        (np.array([0.0, np.nan]), 1.0),  # NaN coordinate
+        (pending[0], np.nan),  # NaN value
+        (pending[0], np.inf),
+        (pending, [1.0]),  # one value for two points
+        (np.stack([pending[0], [2.0, 0.0]]), [1.0, 2.0]),  # second row out of bounds: nothing is told
+    ]
+    for x, y in bad:
+        with pytest.raises(ValueError):
+            a.tell(x, y)
+    assert a.history.equals(b.history)
+    np.testing.assert_array_equal(a.pending, b.pending)
+    assert _leaves_equal(a.posterior[1], b.posterior[1])
+    np.testing.assert_array_equal(a.ask(), b.ask())
+
+
+def test_ask_batch_distinct_and_in_bounds():
+    bounds = [(-2.0, 3.0), (10.0, 11.0)]
+    opt = BayesOpt(bounds, seed=0, n_initial=4, **SMALL)
+    for phase in ("initial design", "acquisition"):
+        xs = opt.ask(n=4)
+        assert xs.shape == (4, 2), phase
+        lo, hi = np.array(bounds).T
+        assert np.all(xs >= lo) and np.all(xs <= hi), phase
+        assert len({tuple(np.round(x, 9)) for x in xs}) == 4, phase
+        opt.tell(xs, [quad(x) for x in xs])
+    assert opt.ask().shape == (2,)
+    assert set(opt.history.source) == {"initial", "thompson"}
+
+
+def test_minimize_and_maximize_are_mirror_images():
+    lo = BayesOpt([(0.0, 1.0), (0.0, 2.0)], direction="minimize", seed=5, **SMALL)
+    hi = BayesOpt([(0.0, 1.0), (0.0, 2.0)], direction="maximize", seed=5, **SMALL)
+    for _ in range(15):
+        x = lo.ask()
+        np.testing.assert_allclose(x, hi.ask(), atol=1e-6)  # -f maximised == f minimised
+        lo.tell(x, quad(x))
+        hi.tell(x, -quad(x))
+    hist = lo.history
+    assert lo.best[1] == hist.y.min() and hi.best[1] == -lo.best[1]
+    assert np.all(np.diff(hist.best_y) <= 0)  # best so far only goes down when minimising
+    random_best = min(quad(x) for x in np.random.default_rng(5).random((15, 2)) * [1.0, 2.0])
+    assert lo.best[1] < random_best
+
+
+@pytest.mark.parametrize("acq", ["ei", "pi", "ucb"])
+def test_analytic_acquisitions_run(acq):
+    opt = BayesOpt([(0.0, 1.0), (0.0, 2.0)], acquisition=acq, direction="minimize", seed=2, n_initial=4, **SMALL)
+    for _ in range(8):
+        x = opt.ask()
+        opt.tell(x, quad(x))
+    hist = opt.history
+    assert list(hist.source[4:]) == [acq] * 4
+    assert np.all(hist[["x0", "x1"]].to_numpy() <= [1.0, 2.0]) and np.all(hist[["x0", "x1"]].to_numpy() >= 0)
+    xs = opt.ask(n=3)  # first by the acquisition, the rest by Thompson draws
+    assert xs.shape == (3, 2) and len({tuple(x) for x in xs}) == 3
+
+
+def test_user_points():
+    opt = BayesOpt([(0.0, 1.0), (0.0, 2.0)], n_initial=2, seed=0, **SMALL)
+    opt.tell(np.array([[0.1, 0.1], [0.9, 1.9]]), [1.0, 2.0])  # points never asked
+    assert list(opt.history.source) == ["user", "user"]
+    x = opt.ask()
+    assert x.shape == (2,) and 0.0 <= x[0] <= 1.0 and 0.0 <= x[1] <= 2.0
+    np.testing.assert_array_equal(opt.best[0], [0.9, 1.9])
+
+
+def test_bad_arguments_are_clear():
+    with pytest.raises(ValueError, match="acquisition"):
+        BayesOpt([(0, 1)], acquisition="magic")
+    with pytest.raises(ValueError, match="direction"):
+        BayesOpt([(0, 1)], direction="up")
+    with pytest.raises(ValueError, match="low < high"):
+        BayesOpt([(1, 0)])
+    with pytest.raises(ValueError, match="unknown posterior"):
+        BayesOpt([(0, 1)], surrogate="nope")
+    opt = BayesOpt([(0.0, 1.0)], surrogate="ekf", features=(8,), n_candidates=64)
+    with pytest.raises(ValueError, match="no evaluations"):
+        _ = opt.best
+    with pytest.raises(ValueError, match="positive int"):
+        opt.ask(n=0)
+    with pytest.raises(ValueError, match="finite"):
+        bk.bo.optimize(lambda x: float("nan"), [(0.0, 1.0)], n_evals=2, surrogate="ekf", features=(8,))
