@@ -278,3 +278,15 @@ def test_content_hash_is_independent_of_dtype_quirks():
     buf = io.BytesIO()
     np.save(buf, np.zeros(2))
     assert datasets.sha256_arrays(np.zeros(2)) != datasets.sha256_arrays(np.zeros(2, np.float32))
+
+
+def test_tampered_cache_file_gives_checksum_error_with_refetch_command(tmp_path, empty_cache, monkeypatch):
+    arrays = _fake_idx_set(tmp_path / "srv")
+    src = catalog.Source("local", "url", (tmp_path / "srv").as_uri() + "/", tuple(arrays), formats.mnist_from_idx)
+    monkeypatch.setitem(catalog.CATALOG, "mnist", _info("mnist", [src]))
+    datasets.fetch(["mnist"], progress=False)
+    path = empty_cache / "mnist" / "mnist.npz"
+    raw = path.read_bytes()
+    path.write_bytes(raw[:-10])
+    with pytest.raises(datasets.CorruptFileError, match=r"checksum mismatch.*banditkit data fetch mnist --force"):
+        datasets.load("mnist")

@@ -240,6 +240,8 @@ def fetch(names: list[str] | None = None, *, force: bool = False, progress: bool
         lines = [f"could not fetch {', '.join(failed)}:"]
         for n, r in failed.items():
             lines += [f"  {n}: {e}" for e in r["errors"]]
+        lines.append("nothing was written for them; check the network/registry access and run the command again "
+                     "(add --force to replace a cached copy)")
         raise FetchError("\n".join(lines), results)
     return results
 

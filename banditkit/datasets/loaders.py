@@ -13,12 +13,15 @@
 
 A dataset that is not there raises :class:`DatasetNotFoundError` (a ``FileNotFoundError``) whose message names
 the command that gets it (``banditkit data fetch NAME``) or, for sets without an offline carrier, both ways in
-(``data_dir=`` and ``synthetic=True``).  Loaded arrays are cached in memory and returned read-only.
+(``data_dir=`` and ``synthetic=True``).  A fetched file is checked once per process against the SHA-256 recorded
+in its ``SOURCE.json``; a mismatch raises :class:`CorruptFileError` with the re-fetch command.  Loaded arrays are
+cached in memory and returned read-only.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -27,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from banditkit.datasets import external, tables, toy
-from banditkit.datasets._paths import cache_dir, tables_dir
+from banditkit.datasets._paths import cache_dir, sha256_file, tables_dir
 from banditkit.datasets.catalog import CATALOG
 from banditkit.datasets.fetching import canonical_name
 from banditkit.datasets.safe import CorruptFileError
@@ -48,13 +51,31 @@ def fetch_hint(name: str) -> str:
             f"(or `python -m banditkit.datasets fetch {name}`; set BANDITKIT_DATA to use another cache folder)")
 
 
+def _refetch(name: str) -> str:
+    return f"run `banditkit data fetch {name} --force` to download it again"
+
+
+@functools.lru_cache(maxsize=16)
+def _verify(name: str, path: str, mtime: float) -> None:
+    """Check a cached file against the SHA-256 recorded in ``SOURCE.json`` at fetch time (once per process)."""
+    record = Path(path).parent / "SOURCE.json"
+    try:
+        expected = json.loads(record.read_text())["files"][Path(path).name]
+    except (OSError, KeyError, ValueError) as e:
+        raise CorruptFileError(f"{record} is missing or unreadable ({e}); {_refetch(name)}") from e
+    got = sha256_file(path)
+    if got != expected:
+        raise CorruptFileError(f"checksum mismatch for {path}: expected {expected}, got {got} (the file was changed "
+                               f"or truncated); {_refetch(name)}")
+
+
 @functools.lru_cache(maxsize=8)
-def _load_npz(path: str, mtime: float) -> dict[str, np.ndarray]:
+def _load_npz(name: str, path: str, mtime: float) -> dict[str, np.ndarray]:
     try:
         with np.load(path, allow_pickle=False) as z:
             out = {k: z[k] for k in z.files}
     except (OSError, ValueError, EOFError) as e:
-        raise CorruptFileError(f"{path} is corrupt ({e}); run `banditkit data fetch --force` for it") from e
+        raise CorruptFileError(f"{path} is corrupt ({e}); {_refetch(name)}") from e
     for v in out.values():
         v.setflags(write=False)
     return out
@@ -109,9 +130,14 @@ def load(name: str, *, data_dir: str | os.PathLike | None = None, synthetic: boo
     path = cache_dir() / name / info.files[0]
     if not path.exists():
         raise DatasetNotFoundError(fetch_hint(name))
+    mtime = path.stat().st_mtime
+    _verify(name, str(path), mtime)
     if path.suffix == ".npz":
-        return dict(_load_npz(str(path), path.stat().st_mtime))
-    return pd.read_parquet(path)
+        return dict(_load_npz(name, str(path), mtime))
+    try:
+        return pd.read_parquet(path)
+    except Exception as e:  # noqa: BLE001 - pyarrow raises several types for a damaged file
+        raise CorruptFileError(f"{path} is corrupt ({e}); {_refetch(name)}") from e
 
 
 def cache_path(name: str) -> Path:
