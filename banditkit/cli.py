@@ -1,0 +1,313 @@
+"""The ``banditkit`` command line (API.md §10): ``demo``, ``run``, ``compare``, ``bo``, ``data fetch|list``.
+
+Every experiment command writes into ``--out`` (created if needed)::
+
+    <cmd>.csv            the tidy DataFrame, appended as chunks / seeds finish (an interrupted run keeps them)
+    <cmd>_summary.md     the per-agent summary table (also printed)
+    <cmd>_<plot>.png     cumulative regret (bandits) or simple regret (BO), mean ± s.e. over seeds
+
+``--quiet`` silences progress bars.  Errors print one line (``banditkit <cmd>: error: ...``) and exit with status 2
+(1 when some dataset could not be fetched, 130 on Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+
+DEMO_AGENTS = {
+    "HiLoFi-TS": "hilofi-thompson",
+    "LoFi-TS": "lofi-thompson",
+    "neural-linear-TS": "neural_linear-thompson",
+    "linear-TS": "linear-thompson",
+    "eps-greedy": "replay_sgd-epsilon_greedy",
+}
+_POINT_ESTIMATE = {"eps_greedy", "epsilon_greedy", "greedy", "eps-greedy", "epsilon-greedy"}
+
+
+class CLIError(Exception):
+    """A user error reported as one line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """``argparse`` whose errors are one line (no usage dump) and exit with status 2."""
+
+    def error(self, message: str):  # noqa: D401 - argparse API
+        raise CLIError(f"{self.prog}: error: {message} (see {self.prog} --help)")
+
+
+# helpers ------------------------------------------------------------------------------------------------------------
+def _env_id(name: str) -> str:
+    from banditkit.environments import ENV_IDS
+
+    if name in ENV_IDS:
+        return name
+    key = name.strip().lower().replace("_", "").replace("-", "")
+    for env_id in ENV_IDS:
+        short = env_id.split("/", 1)[1].rsplit("-v", 1)[0].lower()
+        if key in (short, short + "v0"):
+            return env_id
+    names = ", ".join(i.split("/", 1)[1].rsplit("-v", 1)[0].lower() for i in ENV_IDS)
+    raise CLIError(f"unknown environment {name!r}; choose one of: {names}")
+
+
+def _spec(agent: str, policy: str) -> str:
+    a = agent.strip()
+    if "-" in a.replace("eps-greedy", "eps_greedy").replace("epsilon-greedy", "epsilon_greedy") or a in _POINT_ESTIMATE:
+        return a
+    return f"{a}-{policy}"
+
+
+def _out_dir(path: str) -> str:
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise CLIError(f"cannot create the output folder {path!r}: {e.strerror}") from e
+    return path
+
+
+def _fresh(path: str) -> str:
+    if os.path.exists(path):
+        os.remove(path)
+    return path
+
+
+def _report(df, out: str, cmd: str, quiet: bool, bo: bool = False) -> None:
+    from banditkit.experiments import summarize, to_markdown
+    from banditkit.plotting import plot_bo, plot_regret
+
+    summary = summarize(df)
+    md = to_markdown(summary)
+    with open(os.path.join(out, f"{cmd}_summary.md"), "w") as fh:
+        fh.write(md + "\n")
+    png = os.path.join(out, f"{cmd}_{'simple_regret' if bo else 'regret'}.png")
+    (plot_bo if bo else plot_regret)(df, png)
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+    print(md)
+    if not quiet:
+        print(f"\nwrote {os.path.join(out, cmd + '.csv')}, {os.path.join(out, cmd + '_summary.md')}, {png}")
+
+
+def _bandit(cmd: str, agents: dict, args) -> int:
+    from banditkit.experiments import compare
+
+    out = _out_dir(args.out)
+    csv = _fresh(os.path.join(out, f"{cmd}.csv"))
+    env = _env_id(args.env)
+    t0 = time.perf_counter()
+    df = compare(agents, env, steps=args.steps, seeds=args.seeds, progress=not args.quiet, csv_path=csv)
+    df.to_csv(csv, index=False)  # the complete frame (the chunks were appended while running)
+    if not args.quiet:
+        print(
+            f"{env}: {len(agents)} agent(s) x {args.seeds} seed(s) x {args.steps} steps in "
+            f"{time.perf_counter() - t0:.1f} s\n"
+        )
+    _report(df, out, cmd, args.quiet)
+    return 0
+
+
+# commands -------------------------------------------------------------------------------------------------------------
+def cmd_demo(args) -> int:
+    return _bandit("demo", dict(DEMO_AGENTS), args)
+
+
+def cmd_run(args) -> int:
+    spec = _spec(args.agent, args.policy)
+    return _bandit("run", {spec: spec}, args)
+
+
+def cmd_compare(args) -> int:
+    names = [a for a in args.agents.split(",") if a.strip()]
+    if not names:
+        raise CLIError("banditkit compare: error: --agents needs a comma-separated list, e.g. hilofi,lofi,eps_greedy")
+    specs = [_spec(a, args.policy) for a in names]
+    return _bandit("compare", {s: s for s in specs}, args)
+
+
+def cmd_bo(args) -> int:
+    import numpy as np
+    import pandas as pd
+
+    from banditkit.bo import BayesOpt
+    from banditkit.environments.bo_functions import make_function
+
+    try:
+        fn = make_function(args.function, args.dim)
+    except ValueError as e:
+        raise CLIError(f"banditkit bo: error: {e}") from e
+    features = tuple(int(w) for w in args.features.split(",") if w.strip())
+    out = _out_dir(args.out)
+    csv = _fresh(os.path.join(out, "bo.csv"))
+    name = f"{args.surrogate}-{args.acquisition}"
+    minimum = fn.minimum
+    kwargs = {} if args.rank is None else {"rank": args.rank}
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=args.evals * args.seeds, desc=f"bo {fn.name}", disable=args.quiet)
+    frames = []
+    for seed in range(args.seeds):
+        opt = BayesOpt(
+            [(0.0, 1.0)] * fn.dim,
+            surrogate=args.surrogate,
+            acquisition=args.acquisition,
+            direction="minimize",
+            seed=seed,
+            features=features,
+            n_candidates=args.candidates,
+            surrogate_kwargs=kwargs,
+        )
+        for _ in range(args.evals):
+            x = opt.ask()
+            opt.tell(x, float(fn.value(x)))
+            bar.update()
+        h = opt.history
+        frame = pd.DataFrame(
+            dict(agent=name, seed=seed, step=h.trial + 1, y=h.y, best_y=h.best_y, simple_regret=h.best_y - minimum)
+        )
+        frame.to_csv(csv, mode="a", header=seed == 0, index=False)  # keep finished seeds if interrupted
+        frames.append(frame)
+    bar.close()
+    df = pd.concat(frames, ignore_index=True)
+    if not args.quiet:
+        print(
+            f"{fn.name} (dim {fn.dim}, minimum {minimum:.6g}): {name}, {args.seeds} seed(s) x {args.evals} evals; "
+            f"final simple regret {np.mean(df.groupby('seed').simple_regret.last()):.4g}\n"
+        )
+    _report(df, out, "bo", args.quiet, bo=True)
+    return 0
+
+
+def cmd_data(args) -> int:
+    from banditkit.datasets.__main__ import main as data_main
+
+    argv = [args.action]
+    if args.action == "fetch":
+        argv += list(args.names) + (["--force"] if args.force else []) + (["--quiet"] if args.quiet else [])
+    elif args.names:
+        raise CLIError("banditkit data list: error: list takes no dataset names")
+    return data_main(argv)
+
+
+# parser -------------------------------------------------------------------------------------------------------------
+def _positive(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
+    return v
+
+
+def _common(p: argparse.ArgumentParser, steps: int, seeds: int, out: str) -> None:
+    p.add_argument("--steps", type=_positive, default=steps, help=f"rounds per seed (default {steps})")
+    p.add_argument("--seeds", type=_positive, default=seeds, help=f"number of seeds 0..n-1 (default {seeds})")
+    p.add_argument("--out", default=out, help=f"output folder (default {out})")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="banditkit",
+        description="Contextual bandits and Bayesian optimisation with online Kalman-style neural posteriors.",
+    )
+    from banditkit import __version__
+
+    p.add_argument("--version", action="version", version=f"banditkit {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    d = sub.add_parser(
+        "demo",
+        help="regret comparison of five agents on the shipped real Mushroom data",
+        description="HiLoFi-TS, LoFi-TS, neural-linear-TS, linear-TS and eps-greedy on real data "
+        "(UCI Mushroom, committed under data/): prints the summary and saves CSV, Markdown, PNG.",
+    )
+    d.add_argument("--env", default="mushroom", help="environment (default mushroom; shuttle, adult also offline)")
+    _common(d, steps=600, seeds=2, out=os.path.join("results", "demo"))
+    d.set_defaults(func=cmd_demo)
+
+    r = sub.add_parser(
+        "run",
+        help="one agent on one environment",
+        description="Run one agent (posterior + policy) on an environment for --steps rounds and --seeds seeds.",
+    )
+    r.add_argument("--env", required=True, help="environment: mnist, mushroom, shuttle, adult, wheel, ...")
+    r.add_argument(
+        "--agent",
+        required=True,
+        help="posterior backend (hilofi, lofi, neural_linear, linear, ...), a full spec 'hilofi-ucb', or eps_greedy",
+    )
+    r.add_argument("--policy", default="thompson", help="thompson, ucb, greedy, epsilon_greedy (default thompson)")
+    _common(r, steps=2000, seeds=1, out="results")
+    r.set_defaults(func=cmd_run)
+
+    c = sub.add_parser(
+        "compare",
+        help="several agents on one environment",
+        description="Compare agents on the same environment and seeds.",
+    )
+    c.add_argument("--env", required=True, help="environment: mnist, mushroom, shuttle, adult, wheel, ...")
+    c.add_argument("--agents", required=True, help="comma-separated: hilofi,lofi,neural_linear,eps_greedy")
+    c.add_argument("--policy", default="thompson", help="policy for names without one (default thompson)")
+    _common(c, steps=2000, seeds=5, out="results")
+    c.set_defaults(func=cmd_compare)
+
+    b = sub.add_parser(
+        "bo",
+        help="Bayesian optimisation of a test function",
+        description="Minimise a test function on its box with BayesOpt, several seeds; writes "
+        "bo.csv (agent, seed, step, y, best_y, simple_regret), bo_summary.md, bo_simple_regret.png.",
+    )
+    b.add_argument("--function", default="branin", help="branin, hartmann6, ackley, drawnn (default branin)")
+    b.add_argument("--dim", type=_positive, default=None, help="dimension for ackley / drawnn")
+    b.add_argument("--surrogate", default="hilofi", help="posterior backend of the surrogate (default hilofi)")
+    b.add_argument("--acquisition", default="thompson", choices=["thompson", "ei", "pi", "ucb"])
+    b.add_argument("--evals", type=_positive, default=40, help="evaluations per seed (default 40)")
+    b.add_argument("--seeds", type=_positive, default=3, help="number of seeds (default 3)")
+    b.add_argument("--features", default="180,180,180", help="hidden widths of the surrogate MLP (default 180,180,180)")
+    b.add_argument("--rank", type=_positive, default=None, help="rank of low-rank surrogates (default 50)")
+    b.add_argument("--candidates", type=_positive, default=1024, help="Sobol candidates per ask (default 1024)")
+    b.add_argument("--out", default="results", help="output folder (default results)")
+    b.add_argument("--quiet", action="store_true", help="no progress bar")
+    b.set_defaults(func=cmd_bo)
+
+    dt = sub.add_parser(
+        "data", help="fetch or list datasets", description="banditkit data fetch [NAME ...] | banditkit data list"
+    )
+    dt.add_argument("action", choices=["fetch", "list"], help="fetch: download + verify into the cache; list")
+    dt.add_argument("names", nargs="*", help="dataset names (fetch; default: every fetchable one)")
+    dt.add_argument("--force", action="store_true", help="re-download even if cached")
+    dt.add_argument("--quiet", action="store_true", help="no progress lines")
+    dt.set_defaults(func=cmd_data)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``banditkit`` console script; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    prog = "banditkit"
+    try:
+        args = build_parser().parse_args(argv)
+        prog = f"banditkit {args.command}"
+        return int(args.func(args) or 0)
+    except CLIError as e:
+        msg = str(e)
+        print(msg if msg.startswith("banditkit") else f"{prog}: error: {msg}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted; finished chunks/seeds are in the CSV under --out", file=sys.stderr)
+        return 130
+    except (ValueError, TypeError, KeyError, FileNotFoundError, RuntimeError, OSError, ImportError) as e:
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        print(f"{prog}: error: {msg}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
