@@ -264,3 +264,12 @@ def test_bo_env_checked_reward_is_negated_function(env_id):
         env.step(np.full(u.dim, 1.5))
     with pytest.raises(ValueError, match="dimension"):
         env.step(np.zeros(u.dim + 1))
+
+
+def test_small_data_sets_share_one_context_pool_across_seeds():
+    env = bk.environments.ShuttleBandit(max_steps=30)
+    a, b = env.functional(0, 30), env.functional(1, 30)
+    assert a.contexts is b.contexts and a.contexts.shape == (58000, 9)  # one copy for a multi-seed run
+    assert not np.array_equal(np.asarray(a.index), np.asarray(b.index))
+    obs, _ = env.reset(seed=1)
+    np.testing.assert_array_equal(obs, np.asarray(b.contexts[b.index[0]]))

@@ -13,6 +13,11 @@ A subclass implements ``_episode(seed, steps) -> Episode`` (NumPy arrays: contex
 
 Streams are spawned per purpose (order, noise, ...) and every draw is made row by row, so the first ``T`` rounds
 of ``functional(seed, steps)`` do not depend on ``steps``.
+
+Context pools: when the whole data set is small (at most ``SHARED_POOL_BYTES``) or an episode uses many of its rows,
+the pool is the whole (preprocessed) data set, built once per environment and returned as the *same* array object
+for every seed (``functional`` too), so a multi-seed compiled run can keep one copy; otherwise the pool holds only
+the rows the episode uses.
 """
 
 from __future__ import annotations
@@ -77,6 +82,9 @@ def data_box(values: np.ndarray) -> gym.spaces.Box:
     return gym.spaces.Box(v.min(axis=0), v.max(axis=0), dtype=np.float32)
 
 
+SHARED_POOL_BYTES = 64 * 2**20
+
+
 class TableBandit(gym.Env):
     """Base class of the bandit environments (see the module docstring).
 
@@ -94,6 +102,23 @@ class TableBandit(gym.Env):
         self.max_steps = check_steps(max_steps, "max_steps")
         self._ep: Episode | None = None
         self._t = 0
+        self._pool_np: np.ndarray | None = None
+        self._pool_jax: Any = None
+
+    def _rows_episode(self, data: Any, transform: Any, rows: np.ndarray, rewards: np.ndarray,
+                      expected: np.ndarray) -> Episode:
+        """Episode showing ``transform(data[r])`` at each round: a shared whole-set pool (see the module docstring)
+        or the used rows only.  ``transform`` maps raw rows to float32 contexts."""
+        n = len(data)
+        row_bytes = 4 * int(np.prod(np.shape(data)[1:], dtype=np.int64))
+        if n * row_bytes <= SHARED_POOL_BYTES or len(rows) >= n // 4:
+            if self._pool_np is None:
+                full = np.asarray(transform(data), dtype=np.float32)
+                full.setflags(write=False)
+                self._pool_np = full
+            return Episode(self._pool_np, rows.astype(np.int32), rewards, expected)
+        uniq, index = pool(rows)
+        return Episode(np.asarray(transform(data[uniq]), dtype=np.float32), index, rewards, expected)
 
     # -- to implement -------------------------------------------------------------------------------------------
     def _episode(self, seed: int, steps: int) -> Episode:  # pragma: no cover - abstract
@@ -104,7 +129,8 @@ class TableBandit(gym.Env):
         """The NumPy episode table for ``seed`` (``steps`` defaults to ``max_steps``)."""
         steps = self.max_steps if steps is None else check_steps(steps)
         ep = self._episode(check_seed(seed), steps)
-        return Episode(np.asarray(ep.contexts, np.float32), np.asarray(ep.index, np.int32),
+        ctx = ep.contexts if ep.contexts is self._pool_np else np.asarray(ep.contexts, np.float32)
+        return Episode(ctx, np.asarray(ep.index, np.int32),
                        np.asarray(ep.rewards, np.float32), np.asarray(ep.expected, np.float32))
 
     def functional(self, seed: int, steps: int) -> FunctionalBandit:
@@ -112,7 +138,13 @@ class TableBandit(gym.Env):
         import jax.numpy as jnp
 
         ep = self.episode(seed, steps)
-        return FunctionalBandit(*(jnp.asarray(a) for a in ep))
+        if ep.contexts is self._pool_np and self._pool_np is not None:
+            if self._pool_jax is None:
+                self._pool_jax = jnp.asarray(self._pool_np)
+            contexts = self._pool_jax
+        else:
+            contexts = jnp.asarray(ep.contexts)
+        return FunctionalBandit(contexts, jnp.asarray(ep.index), jnp.asarray(ep.rewards), jnp.asarray(ep.expected))
 
     # -- Gymnasium API ------------------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):

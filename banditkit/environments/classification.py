@@ -22,7 +22,7 @@ import numpy as np
 
 from banditkit import datasets
 from banditkit.environments import preprocess
-from banditkit.environments.base import Episode, TableBandit, pool, row_order, streams
+from banditkit.environments.base import Episode, TableBandit, row_order, streams
 
 
 @functools.lru_cache(maxsize=4)
@@ -85,12 +85,12 @@ class ClassificationBandit(TableBandit):
     def _episode(self, seed: int, steps: int) -> Episode:
         (rng,) = streams(seed, 1)
         rows = row_order(rng, self.num_rows, steps, self.replace)
-        uniq, index = pool(rows)
-        ctx = self._X[uniq].astype(np.float32)
-        if self._scale is not None:
-            ctx = ctx * np.float32(self._scale)
         onehot = np.eye(self.num_actions, dtype=np.float32)[self._y[rows]]
-        return Episode(ctx, index, onehot, onehot)
+        return self._rows_episode(self._X, self._transform, rows, onehot, onehot)
+
+    def _transform(self, x: np.ndarray) -> np.ndarray:
+        ctx = x.astype(np.float32)
+        return ctx * np.float32(self._scale) if self._scale is not None else ctx
 
 
 class _ImageBandit(ClassificationBandit):

@@ -58,4 +58,4 @@ class KuaiRecBandit(TableBandit):
                 raise ValueError(f"steps={steps} exceeds the {self.num_rounds} KuaiRec rounds (time order)")
             rows = np.arange(steps)
         rew = self.rounds["rewards"][rows]
-        return Episode(self.rounds["features"][rows], np.arange(steps, dtype=np.int32), rew, rew)
+        return self._rows_episode(self.rounds["features"], np.asarray, rows, rew, rew)

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from banditkit import datasets
-from banditkit.environments.base import Episode, TableBandit, data_box, pool, row_order, streams
+from banditkit.environments.base import Episode, TableBandit, data_box, row_order, streams
 
 
 def rating_matrix(ratings: pd.DataFrame, num_movies: int) -> np.ndarray:
@@ -73,6 +73,5 @@ class MovieLensBandit(TableBandit):
     def _episode(self, seed: int, steps: int) -> Episode:
         (rng,) = streams(seed, 1)
         rows = row_order(rng, self.num_users, steps, replace=False)
-        uniq, index = pool(rows)
         rew = self._rew[rows]
-        return Episode(self._ctx[uniq], index, rew, rew)
+        return self._rows_episode(self._ctx, np.asarray, rows, rew, rew)

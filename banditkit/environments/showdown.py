@@ -65,8 +65,7 @@ class MushroomBandit(TableBandit):
         rows = row_order(rng_rows, len(self._X), steps, self.replace)
         bad = rng_noise.random(steps) < MUSHROOM_REWARDS["p_bad"]
         realised, expected = mushroom_rewards(self._poisonous[rows], bad)
-        uniq, index = pool(rows)
-        return Episode(self._X[uniq], index, realised, expected)
+        return self._rows_episode(self._X, np.asarray, rows, realised, expected)
 
 
 class JesterBandit(TableBandit):
@@ -110,8 +109,7 @@ class FinancialBandit(TableBandit):
         rows = row_order(rng_rows, len(self._X), steps, replace=False)
         expected = self._X[rows].astype(np.float64) @ beta
         realised = expected + rng_noise.normal(size=expected.shape) * self.noise_std
-        uniq, index = pool(rows)
-        return Episode(self._X[uniq], index, realised, expected)
+        return self._rows_episode(self._X, np.asarray, rows, realised, expected)
 
 
 class WheelBandit(TableBandit):
