@@ -102,7 +102,8 @@ CATALOG: dict[str, DatasetInfo] = {
                    member_sha256=("b0564c3eedabfbf835052cff8503ea422014ce006caf5b757f851416ee8300c7",
                                   "0ae29f65d86684f32d1b9c85147786c547b9c6aebcaf235f0400a0cce308b056",
                                   "cc1d090a38ace84dfa1aa66e3ada7c336ef481a96936906477e6dd344da56eaa",
-                                  "8d3605d196f4be44669e46906da9733c8131fef761fdbfec72c424d5222f1a05")),
+                                  "8d3605d196f4be44669e46906da9733c8131fef761fdbfec72c424d5222f1a05"),
+                   package_sha256="39e172fe32dd318ebb3e512220c3beea2fa47d7e20bab348fb4e0922d6beefc0"),
         ),
     ),
     "movielens": DatasetInfo(
