@@ -39,9 +39,12 @@ def test_image_bandit_functional_equals_gymnasium(env_id):
     import gymnasium as gym
 
     need("mnist" if "MNIST-v0" == env_id.split("/")[1] else "fashion_mnist")
+    from gymnasium.utils.env_checker import check_env
+
     env = gym.make(env_id, max_steps=20)
     u = env.unwrapped
     assert u.default_model == "lenet5" and u.observation_space.shape == (784,)
+    check_env(u, skip_render_check=True)
     obs, _ = env.reset(seed=5)
     fb = u.functional(5, 20)
     for t in range(20):
@@ -63,3 +66,10 @@ def test_movielens_ratings_and_tf_agents_simulator():
     assert env._rew.max(axis=1).mean() == pytest.approx(4.57, abs=0.01)
     smooth = bk.environments.MovieLensBandit(max_steps=10, rank=20, num_movies=50)
     assert smooth.num_users == 791 and not smooth.degenerate
+    assert -1.9 < smooth._rew.min() < -1.7 and 6.4 < smooth._rew.max() < 6.6  # digest: about [-1.8, 6.5]
+    from gymnasium.utils.env_checker import check_env
+
+    check_env(smooth, skip_render_check=True)
+    fb = smooth.functional(3, 10)
+    obs, _ = smooth.reset(seed=3)
+    np.testing.assert_array_equal(obs, np.asarray(bk.environments.observation(fb, 0)))
