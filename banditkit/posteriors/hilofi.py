@@ -39,6 +39,7 @@ would otherwise be singular.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -81,8 +82,12 @@ def _check_rank(name: str, value, allow_none: bool = False) -> None:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
 
 
+@partial(jax.jit, static_argnums=(1, 2, 4))
 def _lowrank_init(key: Array, rank: int, dim: int, var, dtype) -> tuple[Array, Array]:
-    """``C_0 = √var · Q`` with ``Q (d, dim)`` orthonormal dense random rows; ``gram = var · 1``."""
+    """``C_0 = √var · Q`` with ``Q (d, dim)`` orthonormal dense random rows; ``gram = var · 1``.
+
+    Jitted once per shape for the whole process (cheaper than the eager QR and friends at every ``init``).
+    """
     d = min(rank, dim)
     q = linalg.orthonormal_rows(key, d, dim, dtype)
     v = jnp.asarray(var, dtype)

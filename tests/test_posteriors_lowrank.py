@@ -1,0 +1,348 @@
+"""HiLoFi / LoLoFi / LRKF against exact dense oracles on a linear-Gaussian model, plus scale and robustness checks."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import banditkit as bk
+from banditkit.likelihoods import Categorical, Gaussian
+from banditkit.models.nets import MLP
+from banditkit.posteriors import hilofi, lolofi, lrkf
+from banditkit.posteriors.base import ParamSpace
+
+DH, DL, CY = 7, 4, 2  # hidden size, last-layer size, outputs
+R = 0.3
+
+
+def _linear_model(dtype=jnp.float64):
+    rng = np.random.default_rng(0)
+    params = {
+        "body": {"w": jnp.asarray(rng.normal(size=(CY, 3)), dtype), "b": jnp.zeros(1, dtype)},  # D_h = 7
+        "head": {"w": jnp.asarray(rng.normal(size=(CY, DL // CY)), dtype)},  # D_ℓ = 4
+    }
+
+    def apply_fn(p, x):  # y = W_b x_h + b + W_l x_l  (linear in every parameter); x is a pytree
+        xh, xl = x
+        return p["body"]["w"] @ xh + p["body"]["b"] + p["head"]["w"] @ xl
+
+    return params, apply_fn
+
+
+def _data(n, seed=1):
+    rng = np.random.default_rng(seed)
+    return [
+        ((jnp.asarray(rng.normal(size=3)), jnp.asarray(rng.normal(size=DL // CY))), jnp.asarray(rng.normal(size=CY)))
+        for _ in range(n)
+    ]
+
+
+def _jac(apply_fn, space, x):
+    """Full Jacobian ``(C, P)`` in ``space.ravel`` order (the model is linear, so any point will do)."""
+    fn = jax.jit(jax.jacrev(lambda t, xx: apply_fn(space.unravel(t), xx)))
+    return np.asarray(fn(jnp.zeros(space.size, space.dtype), x))
+
+
+def _jac_blocks(apply_fn, space, h, ell, x):
+    """``(H̃, L̃)`` for the hidden/last split."""
+    fn = jax.jit(jax.jacrev(lambda a, b, xx: apply_fn(space.merge(a, b), xx), argnums=(0, 1)))
+    return tuple(np.asarray(j) for j in fn(jnp.asarray(h), jnp.asarray(ell), x))
+
+
+def _kf_step(mu, sig, h, y, yhat, r, gamma, qdiag):
+    """Closed-form Kalman filter: predict θ ← γθ, Σ ← γ²Σ + diag(q); Joseph update."""
+    mu, sig = gamma * mu, gamma**2 * sig + np.diag(qdiag)
+    s = h @ sig @ h.T + r
+    k = sig @ h.T @ np.linalg.inv(s)
+    a = np.eye(mu.size) - k @ h
+    return mu + k @ (y - yhat), a @ sig @ a.T + k @ r @ k.T
+
+
+def _run(post, params, data, jit_step=True):
+    state = post.init(params)
+    step = jax.jit(lambda s, x, y: post.update(post.predict(s), x, y)) if jit_step else None
+    for x, y in data:
+        state = step(state, x, y)
+    return state
+
+
+@pytest.mark.parametrize("q", [0.0, 0.05])
+def test_lrkf_full_rank_equals_kalman_filter(x64, q):
+    params, apply_fn = _linear_model()
+    space = ParamSpace(params)
+    p, gamma, data = space.size, 0.9, _data(4)
+    post = lrkf(apply_fn, Gaussian(R), rank=p, init_cov=0.8, dynamics_cov=q, forgetting=gamma)
+    state = post.init(params)
+    mu, sig = np.asarray(space.ravel(params)), 0.8 * np.eye(p)
+    step = jax.jit(lambda s, x, y: post.update(post.predict(s), x, y))
+    for x, y in data:
+        h = _jac(apply_fn, space, x)
+        yhat = h @ (gamma * mu)  # linear model, no offset
+        if q == 0.0:
+            mu, sig = _kf_step(mu, sig, h, np.asarray(y), yhat, R * np.eye(CY), gamma, np.zeros(p))
+        else:  # the documented surrogate: q(I − KH)(I − KH)ᵀ replaced by qI (seed 003, Prop. E.3)
+            sp = gamma**2 * sig + q * np.eye(p)
+            k = sp @ h.T @ np.linalg.inv(h @ sp @ h.T + R * np.eye(CY))
+            a = np.eye(p) - k @ h
+            mu = gamma * mu + k @ (np.asarray(y) - yhat)
+            sig = a @ (gamma**2 * sig) @ a.T + R * k @ k.T + q * np.eye(p)
+        state = step(state, x, y)
+        np.testing.assert_allclose(state.mean, mu, atol=1e-10)
+        np.testing.assert_allclose(state.cov.T @ state.cov, sig, atol=1e-10)
+        yh, cov = post.predictive(state, x)
+        np.testing.assert_allclose(cov, h @ sig @ h.T + R * np.eye(CY), atol=1e-10)
+
+
+def test_hilofi_frozen_hidden_is_kalman_filter_on_last_layer(x64):
+    """init_cov_hidden = 0: the hidden block never moves; the last layer is an exact KF (with q_ℓ and γ)."""
+    params, apply_fn = _linear_model()
+    space = ParamSpace(params, "head")
+    gamma, q_l = 0.95, 0.02
+    post = hilofi(
+        apply_fn, Gaussian(R), rank=3, init_cov_hidden=0.0, init_cov_last=1.5, dynamics_cov_last=q_l, forgetting=gamma
+    )
+    state = post.init(params)
+    h0, l0 = (np.asarray(v) for v in space.split(params))
+    mu = np.concatenate([h0, l0])
+    sig = np.diag(np.r_[np.zeros(h0.size), 1.5 * np.ones(l0.size)])
+    qdiag = np.r_[np.zeros(h0.size), q_l * np.ones(l0.size)]
+    step = jax.jit(lambda s, x, y: post.update(post.predict(s), x, y))
+    for x, y in _data(4):
+        h = np.concatenate(_jac_blocks(apply_fn, space, h0, l0, x), axis=1)
+        mu, sig = _kf_step(mu, sig, h, np.asarray(y), h @ (gamma * mu), R * np.eye(CY), gamma, qdiag)
+        state = step(state, x, y)
+        np.testing.assert_allclose(np.r_[state.mean_hidden, state.mean_last], mu, atol=1e-10)
+        np.testing.assert_allclose(state.cov_last.T @ state.cov_last, sig[h0.size :, h0.size :], atol=1e-10)
+        np.testing.assert_allclose(state.cov_hidden, 0.0)
+
+
+def _blockdiag_oracle(apply_fn, space, params, data, c_h, c_l, q_h, q_l, gamma):
+    """Dense HiLoFi target: block-diagonal prior, per-block Joseph form with R, cross-covariance dropped."""
+    h0, l0 = (np.asarray(v) for v in space.split(params))
+    mh, ml, sh, sl = h0.copy(), l0.copy(), c_h * np.eye(h0.size), c_l * np.eye(l0.size)
+    out = []
+    for x, y in data:
+        mh, ml = gamma * mh, gamma * ml
+        sh_base, sl = gamma**2 * sh, gamma**2 * sl + q_l * np.eye(l0.size)
+        sh_p = sh_base + q_h * np.eye(h0.size)
+        jh, jl = _jac_blocks(apply_fn, space, mh, ml, x)
+        yhat = np.asarray(apply_fn(space.merge(jnp.asarray(mh), jnp.asarray(ml)), x))
+        s = jh @ sh_p @ jh.T + jl @ sl @ jl.T + R * np.eye(CY)
+        kh, kl = sh_p @ jh.T @ np.linalg.inv(s), sl @ jl.T @ np.linalg.inv(s)
+        e = np.asarray(y) - yhat
+        mh, ml = mh + kh @ e, ml + kl @ e
+        ah, al = np.eye(h0.size) - kh @ jh, np.eye(l0.size) - kl @ jl
+        sh = ah @ sh_base @ ah.T + R * kh @ kh.T + q_h * np.eye(h0.size)
+        sl = al @ sl @ al.T + R * kl @ kl.T
+        out.append((mh, ml, sh, sl))
+    return out
+
+
+@pytest.mark.parametrize("q_h,q_l,gamma", [(0.0, 0.0, 1.0), (0.04, 0.02, 0.9)])
+def test_hilofi_full_hidden_rank_equals_blockdiagonal_filter(x64, q_h, q_l, gamma):
+    params, apply_fn = _linear_model()
+    space = ParamSpace(params, "head")
+    data = _data(4)
+    post = hilofi(
+        apply_fn,
+        Gaussian(R),
+        rank=50,
+        init_cov_hidden=0.7,
+        init_cov_last=1.3,
+        dynamics_cov_hidden=q_h,
+        dynamics_cov_last=q_l,
+        forgetting=gamma,
+    )  # rank 50 > D_h: clipped to D_h
+    state = post.init(params)
+    assert state.cov_hidden.shape == (space.size_hidden, space.size_hidden)
+    step = jax.jit(lambda s, x, y: post.update(post.predict(s), x, y))
+    for (x, y), (mh, ml, sh, sl) in zip(
+        data, _blockdiag_oracle(apply_fn, space, params, data, 0.7, 1.3, q_h, q_l, gamma), strict=True
+    ):
+        state = step(state, x, y)
+        np.testing.assert_allclose(state.mean_hidden, mh, atol=1e-10)
+        np.testing.assert_allclose(state.mean_last, ml, atol=1e-10)
+        np.testing.assert_allclose(state.cov_hidden.T @ state.cov_hidden, sh, atol=1e-10)
+        np.testing.assert_allclose(state.cov_last.T @ state.cov_last, sl, atol=1e-10)
+
+
+def test_lolofi_full_ranks_equals_hilofi(x64):
+    params, apply_fn = _linear_model()
+    kw = dict(rank=DH, init_cov_hidden=0.7, init_cov_last=1.3, forgetting=0.9)
+    data = _data(5)
+    a = _run(hilofi(apply_fn, Gaussian(R), **kw), params, data)
+    b = _run(lolofi(apply_fn, Gaussian(R), rank_last=DL, **kw), params, data)
+    np.testing.assert_allclose(a.mean_hidden, b.mean_hidden, atol=1e-10)
+    np.testing.assert_allclose(a.mean_last, b.mean_last, atol=1e-10)
+    np.testing.assert_allclose(a.cov_last.T @ a.cov_last, b.cov_last.T @ b.cov_last, atol=1e-10)
+    np.testing.assert_allclose(a.cov_hidden.T @ a.cov_hidden, b.cov_hidden.T @ b.cov_hidden, atol=1e-10)
+
+
+def test_lrkf_low_rank_is_eckart_young_of_the_update(x64):
+    """rank d < P: one step gives the exact gain for the rank-d prior and the best rank-d posterior factor."""
+    params, apply_fn = _linear_model()
+    space = ParamSpace(params)
+    p, d = space.size, 3
+    post = lrkf(apply_fn, Gaussian(R), rank=d, init_cov=0.9, seed=3)
+    s0 = post.init(params)
+    ((x, y),) = _data(1)
+    s1 = post.update(s0, x, y)
+    c0, h = np.asarray(s0.cov), _jac(apply_fn, space, x)
+    sig = c0.T @ c0
+    np.testing.assert_allclose(sig @ sig, 0.9 * sig, atol=1e-12)  # prior variance 0.9 on a rank-d subspace
+    mu, post_cov = _kf_step(
+        np.asarray(s0.mean), sig, h, np.asarray(y), h @ np.asarray(s0.mean), R * np.eye(CY), 1.0, np.zeros(p)
+    )
+    evals, evecs = np.linalg.eigh(post_cov)
+    best = evecs[:, -d:] @ np.diag(evals[-d:]) @ evecs[:, -d:].T
+    np.testing.assert_allclose(s1.mean, mu, atol=1e-10)
+    np.testing.assert_allclose(s1.cov.T @ s1.cov, best, atol=1e-10)
+
+
+def test_dynamics_and_forgetting_act(x64):
+    params, apply_fn = _linear_model()
+    ((x, y),) = _data(1)
+    space = ParamSpace(params, "head")
+    jh, jl = _jac_blocks(apply_fn, space, *space.split(params), x)
+    for name, post in [
+        ("hilofi", hilofi(apply_fn, Gaussian(R), rank=2, dynamics_cov=0.1, forgetting=0.8)),
+        ("lolofi", lolofi(apply_fn, Gaussian(R), rank=2, rank_last=2, dynamics_cov=0.1, forgetting=0.8)),
+        ("lrkf", lrkf(apply_fn, Gaussian(R), rank=2, dynamics_cov=0.1, forgetting=0.8)),
+    ]:
+        s0 = post.init(params)
+        s1 = post.predict(s0)
+        # forgetting shrinks the mean
+        for a, b in zip(jax.tree_util.tree_leaves(post.mean(s1)), jax.tree_util.tree_leaves(params), strict=True):
+            np.testing.assert_allclose(a, 0.8 * np.asarray(b), atol=1e-12, err_msg=name)
+        # predictive covariance: γ² × old epistemic + q J Jᵀ + R, exactly
+        _, c0 = post.predictive(s0, x)
+        _, c1 = post.predictive(s1, x)
+        jj = jh @ jh.T + jl @ jl.T
+        np.testing.assert_allclose(
+            c1, 0.64 * (np.asarray(c0) - R * np.eye(CY)) + 0.1 * jj + R * np.eye(CY), atol=1e-10, err_msg=name
+        )
+
+
+def test_dynamics_noise_keeps_uncertainty_over_time(x64):
+    params, apply_fn = _linear_model()
+    data = _data(15)
+    x = data[0][0]
+    for make in [
+        lambda q: hilofi(apply_fn, Gaussian(R), rank=3, dynamics_cov=q),
+        lambda q: lrkf(apply_fn, Gaussian(R), rank=3, dynamics_cov=q),
+    ]:
+        v = {}
+        for q in [0.0, 0.05]:
+            post = make(q)
+            v[q] = np.trace(post.predictive(_run(post, params, data), x)[1])
+        assert v[0.05] > v[0.0] + 0.05
+
+
+def _mlp(out=1, features=(8, 8), din=5):
+    model = MLP(features=features, out=out)
+    return model, model.init(jax.random.PRNGKey(0), jnp.zeros(din))
+
+
+def test_categorical_ten_classes_finite():
+    model, params = _mlp(out=10, features=(8,))
+    rng = np.random.default_rng(0)
+    xs = jnp.asarray(rng.normal(size=(8, 5)), jnp.float32)
+    ys = jax.nn.one_hot(rng.integers(10, size=8), 10)
+    for post in [
+        hilofi(model.apply, Categorical(), rank=5),
+        lolofi(model.apply, Categorical(), rank=5, rank_last=6),
+        lrkf(model.apply, Categorical(), rank=5),
+    ]:
+        state = jax.lax.scan(lambda s, xy, p=post: (p.update(p.predict(s), *xy), None), post.init(params), (xs, ys))[0]
+        assert all(bool(jnp.all(jnp.isfinite(v))) for v in state), post.name
+        m, c = jax.jit(post.predictive)(state, jnp.ones(5))
+        assert m.shape == (10,) and c.shape == (10, 10) and bool(jnp.all(jnp.isfinite(c)))
+        np.testing.assert_allclose(float(jnp.sum(m)), 1.0, rtol=1e-5)
+
+
+def test_tracked_gram_stays_exact_in_float32():
+    """The state keeps diag(C Cᵀ) instead of recomputing it; it must match the factor after many steps."""
+    model, params = _mlp()
+    post = hilofi(model.apply, Gaussian(0.1), rank=6, dynamics_cov=1e-3)
+    state = post.init(params)
+    step = jax.jit(lambda s, x, y: post.update(post.predict(s), x, y))
+    rng = np.random.default_rng(1)
+    for _ in range(150):
+        x = rng.normal(size=5).astype(np.float32)
+        state = step(state, jnp.asarray(x), jnp.asarray([np.sin(x.sum())], jnp.float32))
+    cc = np.asarray(state.cov_hidden, np.float64) @ np.asarray(state.cov_hidden, np.float64).T
+    scale = np.max(np.diag(cc))
+    np.testing.assert_allclose(np.diag(cc), state.gram_hidden, rtol=1e-3, atol=1e-5 * scale)
+    assert np.max(np.abs(cc - np.diag(np.diag(cc)))) < 1e-4 * scale
+
+
+def test_sample_moments_and_structure(x64):
+    params, apply_fn = _linear_model()
+    post = lrkf(apply_fn, Gaussian(R), rank=3, dynamics_cov=0.05)
+    state = post.predict(post.init(params))  # pending q = 0.05
+    draws = jax.vmap(lambda k: ParamSpace(params).ravel(post.sample(k, state)))(
+        jax.random.split(jax.random.PRNGKey(0), 20000)
+    )
+    cov = np.cov(np.asarray(draws).T)
+    target = np.asarray(state.cov.T @ state.cov) + 0.05 * np.eye(cov.shape[0])
+    np.testing.assert_allclose(cov, target, atol=0.04)
+    hp = hilofi(apply_fn, Gaussian(R), rank=2)
+    hs = hp.init(params)
+    draw = hp.sample(jax.random.PRNGKey(1), hs)
+    assert jax.tree_util.tree_structure(draw) == jax.tree_util.tree_structure(params)
+
+
+def test_scan_and_vmap_over_seeds():
+    model, params = _mlp()
+    post = hilofi(model.apply, Gaussian(0.1), rank=4, dynamics_cov=1e-4, forgetting=0.999)
+    xs = jax.random.normal(jax.random.PRNGKey(0), (10, 5))
+    ys = jnp.sin(xs.sum(1, keepdims=True))
+
+    def run(state):
+        def body(s, xy):
+            return post.update(post.predict(s), *xy), None
+
+        return jax.lax.scan(body, state, (xs, ys))[0]
+
+    s0 = post.init(params)
+    s1 = jax.jit(run)(s0)
+    batched = jax.vmap(run)(jax.tree_util.tree_map(lambda a: jnp.stack([a, a]), s0))
+    np.testing.assert_allclose(batched.mean_hidden[1], s1.mean_hidden, rtol=1e-5, atol=1e-6)
+
+
+def test_million_parameter_mlp_one_step():
+    """P ≈ 1.0M at rank 10: init and one step must not allocate anything P × P (that would be 4 TB)."""
+    model = MLP(features=(1000, 1000), out=1)
+    params = model.init(jax.random.PRNGKey(0), jnp.zeros(10))
+    post = hilofi(model.apply, Gaussian(0.1), rank=10)
+    state = post.init(params)
+    assert state.cov_hidden.shape == (10, 1_012_000) and state.cov_last.shape == (1001, 1001)
+    state = jax.jit(lambda s, x, y: post.update(post.predict(s), x, y))(state, jnp.ones(10), jnp.ones(1))
+    assert all(bool(jnp.all(jnp.isfinite(v))) for v in state)
+    assert float(jnp.max(jnp.abs(state.mean_hidden - ParamSpace(params, "head").split(params)[0]))) > 0
+
+
+def test_bad_input_is_rejected():
+    model, params = _mlp()
+    with pytest.raises(ValueError, match="rank"):
+        hilofi(model.apply, rank=0)
+    with pytest.raises(ValueError, match="init_cov_hidden"):
+        hilofi(model.apply, init_cov_hidden=-1.0)
+    with pytest.raises(ValueError, match="forgetting"):
+        lrkf(model.apply, forgetting=0.0)
+    with pytest.raises(ValueError, match="rank_last"):
+        lolofi(model.apply, rank_last=None)
+    with pytest.raises(ValueError, match="last_layer"):
+        hilofi(model.apply, last_layer="nope").init(params)
+    post = lrkf(model.apply, rank=2)
+    state = lrkf(model.apply, rank=2).init(params)
+    with pytest.raises(RuntimeError, match="init"):
+        post.update(state, jnp.ones(5), 1.0)  # this instance never saw init
+    state = post.init(params)
+    with pytest.raises(ValueError, match="shape"):
+        post.update(state, jnp.ones(5), jnp.ones(3))
+
+
+def test_registry_names():
+    for n in ["hilofi", "lolofi", "lrkf"]:
+        assert bk.posteriors.get(n) is getattr(bk.posteriors, n)
