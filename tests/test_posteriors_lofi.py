@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -33,8 +35,12 @@ def _stream(n, dtype):
     return xs, ys
 
 
-def kalman_oracle(params, xs, ys, *, obs_noise, init_cov, q, gamma, inflation="none", alpha=0.0):
-    """Closed-form KF (full matrices, numpy float64), with the App. E inflation written in covariance form."""
+def kalman_oracle(params, xs, ys, *, init_cov, q, gamma, obs_noise=None, inflation="none", alpha=0.0):
+    """Closed-form (extended) KF, full matrices in numpy float64, with App. E inflation in covariance form.
+
+    ``obs_noise=None``: moment-matched softmax observations of the linear logits (``J = (diag p − ppᵀ) H``,
+    ``R = diag p − ppᵀ + 1e-4 I``); otherwise Gaussian observations ``y = H θ + N(0, obs_noise I)``.
+    """
     flat, _ = jax.flatten_util.ravel_pytree(params)
     mu0 = np.asarray(flat, np.float64)
     p = mu0.size
@@ -54,87 +60,104 @@ def kalman_oracle(params, xs, ys, *, obs_noise, init_cov, q, gamma, inflation="n
         eta, big_gamma = eta / (gamma**2 + q * eta), gamma * big_gamma
         # parameter order of ravel_pytree: b (2,), then w (2, 3) row-major
         h = np.concatenate([np.eye(2), np.kron(np.eye(2), x[None, :])], axis=1)  # (2, 8)
-        s = h @ cov @ h.T + obs_noise * np.eye(2)
+        if obs_noise is None:
+            z = h @ mu
+            prob = np.exp(z - z.max()) / np.exp(z - z.max()).sum()
+            r = np.diag(prob) - np.outer(prob, prob)
+            h, yhat, r = r @ h, prob, r + 1e-4 * np.eye(2)
+        else:
+            yhat, r = h @ mu, obs_noise * np.eye(2)
+        s = h @ cov @ h.T + r
         k = cov @ h.T @ np.linalg.inv(s)
-        mu = mu + k @ (y - h @ mu)
+        mu = mu + k @ (y - yhat)
         cov = cov - k @ s @ k.T
         means.append(mu.copy())
         covs.append(cov.copy())
     return np.stack(means), np.stack(covs)
 
 
-def _run_scan(post, params, xs, ys):
-    """predict + update over the stream in one jitted lax.scan; returns all means and precisions."""
+def _scan_body(post):
+    def step(state, xy):
+        state = post.update(post.predict(state), xy[0], xy[1])
+        prec = jnp.diag(state.prec_diag) + state.prec_lr @ state.prec_lr.T  # P = 8: fine in a test
+        return state, (state.mean, prec)
 
-    @jax.jit
-    def go(xs, ys):
-        def step(state, xy):
-            state = post.update(post.predict(state), xy[0], xy[1])
-            prec = jnp.diag(state.prec_diag) + state.prec_lr @ state.prec_lr.T  # P = 8: fine in a test
-            return state, (state.mean, prec)
+    return step
 
-        return jax.lax.scan(step, post.init(params), (xs, ys))
 
-    return go(xs, ys)
+@functools.partial(jax.jit, static_argnames=("inflation", "categorical"))
+def _traced_lofi_run(params, xs, ys, x_query, q, gamma, alpha, *, inflation, categorical):
+    """Full-rank LoFi built INSIDE jit with traced (q, γ, α): one compile serves every value."""
+    lik = Categorical() if categorical else Gaussian(0.09)
+    post = bk.posteriors.lofi(linear_apply, lik, rank=8, init_cov=2.0, dynamics_cov=q, forgetting=gamma,
+                              inflation=inflation, inflation_factor=alpha)
+    state, (means, precs) = jax.lax.scan(_scan_body(post), post.init(params), (xs, ys))
+    return means, precs, post.predictive(state, x_query)
 
 
 @pytest.mark.parametrize(
-    "q,gamma,inflation,alpha",
-    [(0.0, 1.0, "none", 0.0), (0.05, 0.9, "none", 0.0), (0.02, 0.95, "simple", 0.1),
-     (0.02, 0.95, "hybrid", 0.1), (0.02, 0.95, "bayesian", 0.1)],
+    "inflation,configs",
+    [("none", [(0.0, 1.0, 0.0), (0.05, 0.9, 0.0)]), ("simple", [(0.02, 0.95, 0.1)]),
+     ("hybrid", [(0.02, 0.95, 0.1)]), ("bayesian", [(0.0, 1.0, 0.2), (0.02, 0.95, 0.1)])],
 )
-def test_full_rank_lofi_equals_closed_form_kalman(x64, q, gamma, inflation, alpha):
+def test_full_rank_lofi_equals_closed_form_kalman(x64, inflation, configs):
     params = _linear_params(jnp.float64)
     xs, ys = _stream(12, jnp.float64)
-    post = bk.posteriors.lofi(linear_apply, Gaussian(0.09), rank=8, init_cov=2.0, dynamics_cov=q,
-                              forgetting=gamma, inflation=inflation, inflation_factor=alpha)
-    state, (means, precs) = _run_scan(post, params, xs, ys)
-    ref_means, ref_covs = kalman_oracle(params, xs, ys, obs_noise=0.09, init_cov=2.0, q=q, gamma=gamma,
-                                        inflation=inflation, alpha=alpha)
-    np.testing.assert_allclose(means, ref_means, rtol=1e-9, atol=1e-9)
-    np.testing.assert_allclose(np.linalg.inv(np.asarray(precs)), ref_covs, rtol=1e-8, atol=1e-10)
-    # the predictive is J Σ Jᵀ + R with J the design matrix
     x = jnp.array([0.2, -1.0, 0.7], jnp.float64)
     h = np.concatenate([np.eye(2), np.kron(np.eye(2), np.asarray(x)[None, :])], axis=1)
-    mean, cov = jax.jit(post.predictive)(state, x)
-    np.testing.assert_allclose(mean, h @ ref_means[-1], rtol=1e-9, atol=1e-9)
-    np.testing.assert_allclose(cov, h @ ref_covs[-1] @ h.T + 0.09 * np.eye(2), rtol=1e-8, atol=1e-10)
+    for q, gamma, alpha in configs:
+        means, precs, (mean, cov) = _traced_lofi_run(params, xs, ys, x, q, gamma, alpha, inflation=inflation,
+                                                     categorical=False)
+        ref_means, ref_covs = kalman_oracle(params, xs, ys, obs_noise=0.09, init_cov=2.0, q=q, gamma=gamma,
+                                            inflation=inflation, alpha=alpha)
+        np.testing.assert_allclose(means, ref_means, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(np.linalg.inv(np.asarray(precs)), ref_covs, rtol=1e-8, atol=1e-10)
+        # the predictive is J Σ Jᵀ + R with J the design matrix
+        np.testing.assert_allclose(mean, h @ ref_means[-1], rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(cov, h @ ref_covs[-1] @ h.T + 0.09 * np.eye(2), rtol=1e-8, atol=1e-10)
+        # dynamics / forgetting / inflation really act: the stationary filter gives a different answer
+        if (q, gamma, alpha) != (0.0, 1.0, 0.0):
+            stat_means, _ = kalman_oracle(params, xs, ys, obs_noise=0.09, init_cov=2.0, q=0.0, gamma=1.0)
+            assert np.abs(np.asarray(means[-1]) - stat_means[-1]).max() > 1e-3
 
 
-def test_dynamics_and_forgetting_act(x64):
-    """The stationary and the drifting filters must differ, and predict alone must move mean and precision."""
+def test_inflation_options_differ(x64):
+    """The options' exact filters (which full-rank LoFi matches above) give pairwise different posteriors."""
     params = _linear_params(jnp.float64)
-    xs, ys = _stream(6, jnp.float64)
-    stat = bk.posteriors.lofi(linear_apply, Gaussian(0.09), rank=8)
-    drift = bk.posteriors.lofi(linear_apply, Gaussian(0.09), rank=8, dynamics_cov=0.1, forgetting=0.8)
-    _, (m1, p1) = _run_scan(stat, params, xs, ys)
-    _, (m2, p2) = _run_scan(drift, params, xs, ys)
-    assert np.abs(np.asarray(m1[-1] - m2[-1])).max() > 1e-3
-    s = drift.init(params)
-    s2 = drift.predict(s)
+    xs, ys = _stream(12, jnp.float64)
+    x = jnp.array([0.2, -1.0, 0.7], jnp.float64)
+    runs = {}
+    for inflation in ("none", "simple", "hybrid", "bayesian"):
+        means, precs, _ = _traced_lofi_run(params, xs, ys, x, 0.02, 0.95, 0.1, inflation=inflation,
+                                           categorical=False)
+        runs[inflation] = np.concatenate([np.asarray(means[-1]), np.asarray(precs[-1]).ravel()])
+    names = list(runs)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            assert np.abs(runs[a] - runs[b]).max() > 1e-4, (a, b)
+
+
+def test_full_rank_lofi_equals_extended_kalman_on_softmax_observations(x64):
+    """Moment-matched categorical observations (non-diagonal, state-dependent R) with q > 0 and γ < 1."""
+    params = _linear_params(jnp.float64)
+    xs, _ = _stream(10, jnp.float64)
+    ys = jax.nn.one_hot(jnp.arange(10) % 2, 2, dtype=jnp.float64)
+    means, precs, _ = _traced_lofi_run(params, xs, ys, xs[0], 0.01, 0.97, 0.0, inflation="none", categorical=True)
+    ref_means, ref_covs = kalman_oracle(params, xs, ys, obs_noise=None, init_cov=2.0, q=0.01, gamma=0.97)
+    np.testing.assert_allclose(means, ref_means, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(np.linalg.inv(np.asarray(precs)), ref_covs, rtol=1e-8, atol=1e-10)
+
+
+def test_predict_step_applies_forgetting_and_dynamics(x64):
+    params = _linear_params(jnp.float64)
+    xs, ys = _stream(2, jnp.float64)
+    post = bk.posteriors.lofi(linear_apply, Gaussian(0.09), rank=3, dynamics_cov=0.1, forgetting=0.8)
+    s = jax.jit(post.update)(post.init(params), xs[0], ys[0])
+    s2 = jax.jit(post.predict)(s)
     np.testing.assert_allclose(s2.mean, 0.8 * s.mean)
-    np.testing.assert_allclose(1 / s2.prec_diag, 0.64 / s.prec_diag + 0.1)
-
-
-def test_full_rank_lofi_equals_ekf_on_nonlinear_classifier(x64):
-    model = MLP(features=(3,), out=3)
-    params = jax.tree_util.tree_map(lambda a: a.astype(jnp.float64), model.init(jax.random.PRNGKey(0), jnp.zeros(2)))
-    p = jax.flatten_util.ravel_pytree(params)[0].size
-    kw = dict(init_cov=0.5, dynamics_cov=0.01, forgetting=0.97)
-    ekf = bk.posteriors.ekf(model.apply, Categorical(), **kw)
-    lofi = bk.posteriors.lofi(model.apply, Categorical(), rank=p, **kw)
-    xs = jax.random.normal(jax.random.PRNGKey(1), (5, 2), jnp.float64)
-    ys = jax.nn.one_hot(jnp.arange(5) % 3, 3, dtype=jnp.float64)
-
-    def run(post):
-        step = lambda s, xy: (post.update(post.predict(s), xy[0], xy[1]), None)
-        return jax.jit(lambda: jax.lax.scan(step, post.init(params), (xs, ys))[0])()
-
-    se, sl = run(ekf), run(lofi)
-    np.testing.assert_allclose(sl.mean, se.mean, atol=1e-10)
-    prec = np.diag(sl.prec_diag) + np.asarray(sl.prec_lr @ sl.prec_lr.T)
-    np.testing.assert_allclose(np.linalg.inv(prec), se.cov, atol=1e-10)
-    np.testing.assert_allclose(lofi.predictive(sl, xs[0])[1], ekf.predictive(se, xs[0])[1], atol=1e-10)
+    cov = np.linalg.inv(np.diag(s.prec_diag) + np.asarray(s.prec_lr @ s.prec_lr.T))
+    cov2 = np.linalg.inv(np.diag(s2.prec_diag) + np.asarray(s2.prec_lr @ s2.prec_lr.T))
+    np.testing.assert_allclose(cov2, 0.64 * cov + 0.1 * np.eye(8), rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("rank", [0, 2])
@@ -164,7 +187,7 @@ def test_truncated_update_exact_mean_and_preserved_diagonal(x64, rank):
                                evals[:rank], rtol=1e-9)
     # spherical LoFi drops the discarded directions: Υ stays at its prior value
     sph = bk.posteriors.lofi(linear_apply, Gaussian(0.09), rank=rank, init_cov=2.0, spherical=True)
-    s = sph.update(sph.init(params), xs[0], ys[0])
+    s = jax.jit(sph.update)(sph.init(params), xs[0], ys[0])
     np.testing.assert_allclose(s.prec_diag, 0.5)
 
 
@@ -220,9 +243,9 @@ def _fit(post):
     return go(xs, ys)
 
 
-def test_low_rank_lofi_fits_nonlinear_regression_and_inflations_differ():
+def test_low_rank_lofi_fits_nonlinear_regression_with_and_without_inflation():
     results = {}
-    for inflation in ("none", "simple", "hybrid", "bayesian"):
+    for inflation in ("none", "bayesian"):
         post = bk.posteriors.lofi(_MODEL.apply, Gaussian(0.01), rank=4, init_cov=1.0, dynamics_cov=1e-5,
                                   forgetting=0.9999, inflation=inflation, inflation_factor=1e-3)
         state, mse0, mse1 = _fit(post)
@@ -257,5 +280,5 @@ def test_bad_arguments_raise():
     post = bk.posteriors.lofi(linear_apply, Gaussian(1.0), rank=2)
     state = post.init(_linear_params(jnp.float32))
     with pytest.raises(ValueError, match="shape"):
-        post.update(state, jnp.ones(3), jnp.ones(3))
+        jax.jit(post.update)(state, jnp.ones(3), jnp.ones(3))
     assert bk.posteriors.get("lofi") is bk.posteriors.lofi

@@ -187,7 +187,10 @@ def neural_linear(
         out = jax.eval_shape(apply_fn, params, x0)
         y0 = jnp.zeros(out.shape if out.shape else (1,), h.dtype)
         st = prior_stats(h.dtype)
-        mu, u, a, b = nig_posterior(st)
+        d = space.size_last
+        # prior posterior in closed form (no factorisation): μ = 0, U = I/√init_cov, a = a0, b = b0
+        mu, u = jnp.zeros((d,), h.dtype), jnp.eye(d, dtype=h.dtype) / jnp.sqrt(jnp.asarray(init_cov, h.dtype))
+        a, b = jnp.asarray(a0, h.dtype), jnp.asarray(b0, h.dtype)
         return NeuralLinearState(h, ell, optimizer.init((h, ell)), st, mu, u, a, b,
                                  fifo_init(x0, y0, buffer_size), jnp.zeros((), jnp.int32), as_key(key))
 
