@@ -30,6 +30,7 @@ fit more than once); the public ``act`` does it automatically when called with a
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -228,7 +229,7 @@ class BanditAgent:
         else:
             basis = jnp.zeros((0, 0), jnp.result_type(*jax.tree_util.tree_leaves(params)))
             post = self.posterior
-        post_state = post.init(params)
+        post_state = _init_posterior(post, params, self._observation(example_context, jnp.int32(0)))
         warm: Any = ()
         if self.warmup_steps > 0 or self.is_subspace:
             tau = self.warmup_steps
@@ -345,7 +346,9 @@ class BanditAgent:
         )
         post = self._subspace_posterior(basis)
         params_star = _unravel_like(buf.params, offset)
-        pstate = post.init(params_star)
+        pstate = _init_posterior(
+            post, params_star, self._observation(jax.tree_util.tree_map(lambda c: c[0], buf.contexts), jnp.int32(0))
+        )
 
         def step(ps, i):
             ctx = jax.tree_util.tree_map(lambda c: c[i], buf.contexts)
@@ -354,6 +357,17 @@ class BanditAgent:
 
         pstate, _ = jax.lax.scan(step, pstate, jnp.arange(self.warmup_steps))
         return AgentState(pstate, state.step, buf._replace(basis=basis))
+
+
+def _init_posterior(post: Posterior, params: PyTree, example_x: PyTree):
+    """``post.init(params)``, passing ``example_x`` (one posterior input) to backends that keep a buffer of inputs."""
+    try:
+        sig = inspect.signature(post.init).parameters
+    except (TypeError, ValueError):  # pragma: no cover
+        sig = {}
+    if "example_x" in sig:
+        return post.init(params, example_x=example_x)
+    return post.init(params)
 
 
 def _unravel_like(params: PyTree, flat: Array) -> PyTree:

@@ -121,6 +121,26 @@ def _filtered(factory, hyper: dict) -> dict:
     return {k: v for k, v in hyper.items() if k in params}
 
 
+def reward_scale(env, rounds: int = 256) -> float:
+    """The env's ``reward_scale`` attribute, else ``max |expected reward|`` over the first ``rounds`` rounds of
+    ``functional(0, rounds)`` (1.0 when that is unavailable or zero).  Agents observe ``r / reward_scale``, so one
+    set of default hyper-parameters (obs noise 0.1, unit-scale priors) suits envs whose rewards are ±35 or ±1."""
+    u = getattr(env, "unwrapped", env)
+    declared = getattr(u, "reward_scale", None)
+    if declared is not None:
+        return float(declared)
+    if not hasattr(u, "functional"):
+        return 1.0
+    import numpy as np
+
+    try:
+        expected = np.asarray(u.functional(0, rounds).expected)
+    except Exception:  # noqa: BLE001 - a scale estimate must never stop agent construction
+        return 1.0
+    scale = float(np.max(np.abs(expected))) if expected.size else 0.0
+    return scale if np.isfinite(scale) and scale > 0 else 1.0
+
+
 def make_agent(
     spec: str,
     env,
@@ -135,7 +155,7 @@ def make_agent(
     Args:
       spec: ``"POSTERIOR-POLICY"``; unknown names raise ``ValueError`` listing the valid ones.
       env: a Gymnasium env (or its ``unwrapped``) exposing ``num_actions``, ``per_arm_features``,
-        ``default_model`` and optionally ``reward_scale``.
+        ``default_model`` and optionally ``reward_scale`` (else estimated: :func:`reward_scale`).
       model: override the default reward model.
       posterior_kwargs / policy_kwargs: override :data:`DEFAULT_HYPER` / the policy's defaults.
       agent_kwargs: passed to :class:`BanditAgent` (``likelihood``, ``obs_noise``, ``warmup_steps``, ...).
@@ -155,9 +175,7 @@ def make_agent(
         pkw.update(policy_kwargs or {})
         policy = _rules.POLICIES[pol_name](**pkw)
     kwargs = dict(per_arm=per_arm)
-    scale = getattr(u, "reward_scale", None)
-    if scale is not None:
-        kwargs["reward_scale"] = float(scale)
+    kwargs["reward_scale"] = reward_scale(u)
     if post_name == "subspace_ekf":
         kwargs["warmup_steps"] = 10 * int(u.num_actions)
     kwargs.update(agent_kwargs)

@@ -51,13 +51,18 @@ WARMUP_KEY = 0x5EED  # the agent's own warm-up key derivation (BanditAgent.act)
 
 
 # ------------------------------------------------------------------------------------------------------ inputs
-def _make_env(env, env_kwargs: dict):
+def _make_env(env, env_kwargs: dict, steps: int | None = None):
     if isinstance(env, str):
         import gymnasium
 
         import banditkit.environments  # noqa: F401  (registers the ids)
 
         try:
+            if steps is not None and "max_steps" not in env_kwargs:
+                try:  # an episode long enough for the requested rounds
+                    return gymnasium.make(env, max_steps=steps, **env_kwargs)
+                except TypeError:
+                    pass
             return gymnasium.make(env, **env_kwargs)
         except gymnasium.error.Error as e:
             ids = sorted(k for k in gymnasium.registry if k.startswith("banditkit/"))
@@ -195,7 +200,13 @@ def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink):
     rewards = np.stack(pad([per_step(fb.rewards) for fb in fbs])).astype(np.float32)
     expected = np.stack(pad([per_step(fb.expected) for fb in fbs])).astype(np.float32)
     keys = np.stack(pad([np.asarray(jax.random.split(jax.random.PRNGKey(s))) for s in seeds]))
-    contexts = np.asarray(fbs[0].contexts) if shared else np.stack(pad([np.asarray(fb.contexts) for fb in fbs]))
+    if shared:
+        contexts = np.asarray(fbs[0].contexts)
+    else:  # per-seed pools, zero-padded to a common size (the index never points into the padding)
+        pools = [np.asarray(fb.contexts) for fb in fbs]
+        size = max(p.shape[0] for p in pools)
+        pools = [np.concatenate([p, np.zeros((size - p.shape[0], *p.shape[1:]), p.dtype)]) for p in pools]
+        contexts = np.stack(pad(pools))
     ctx_axis = None if shared else 0
     data = dict(index=index, rewards=rewards, expected=expected, keys=keys)
     if per_seed is not None:
@@ -363,7 +374,7 @@ def run(
         raise ValueError(f"steps must be a positive integer, got {steps!r}")
     steps = int(steps)
     seed_list = _seeds(seeds)
-    env = _make_env(env, env_kwargs)
+    env = _make_env(env, env_kwargs, steps)
     u = getattr(env, "unwrapped", env)
     if getattr(u, "task", "bandit") == "bo":
         raise ValueError("this is a Bayesian-optimisation env: use bk.bo.optimize / banditkit bo, not run()")
@@ -374,6 +385,12 @@ def run(
         compiled = has_functional
     if compiled and not has_functional:
         raise ValueError(f"{type(u).__name__} has no functional form (env.unwrapped.functional); use compiled=False")
+    max_steps = getattr(u, "max_steps", None)
+    if not compiled and isinstance(max_steps, int) and max_steps < steps:
+        raise ValueError(
+            f"the env's episode has max_steps={max_steps} < steps={steps}: make it with max_steps={steps} "
+            "(or pass the env id so run() does it)"
+        )
     chunk = int(chunk_size) if chunk_size else max(100, int(math.ceil(steps / 20)))
     chunk = max(1, min(chunk, steps))
     sink = _Sink(csv_path, on_chunk)
@@ -406,7 +423,7 @@ def compare(
     if not items:
         raise ValueError("compare needs at least one agent")
     env_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k not in _RUN_KEYS}
-    env_obj = _make_env(env, env_kwargs)
+    env_obj = _make_env(env, env_kwargs, steps)
     frames, timing = [], {}
     for label, agent in items:
         df = run(env_obj, agent, steps, seeds, name=label, **kwargs)
