@@ -113,7 +113,17 @@ def _bandit(cmd: str, agents: dict, args) -> int:
 
 # commands -------------------------------------------------------------------------------------------------------------
 def cmd_demo(args) -> int:
-    return _bandit("demo", dict(DEMO_AGENTS), args)
+    agents = dict(DEMO_AGENTS)
+    if args.agents:
+        wanted = [a.strip() for a in args.agents.split(",") if a.strip()]
+        by_key = {k.lower(): k for k in DEMO_AGENTS} | {v: k for k, v in DEMO_AGENTS.items()}
+        unknown = [a for a in wanted if a.lower() not in by_key and a not in by_key]
+        if unknown:
+            raise CLIError(f"unknown demo agent(s) {unknown}; choose from {', '.join(DEMO_AGENTS)}")
+        agents = {
+            by_key.get(a, by_key.get(a.lower())): DEMO_AGENTS[by_key.get(a, by_key.get(a.lower()))] for a in wanted
+        }
+    return _bandit("demo", agents, args)
 
 
 def cmd_run(args) -> int:
@@ -229,6 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(UCI Mushroom, committed under data/): prints the summary and saves CSV, Markdown, PNG.",
     )
     d.add_argument("--env", default="mushroom", help="environment (default mushroom; shuttle, adult also offline)")
+    d.add_argument(
+        "--agents", default=None, help=f"subset of the demo agents, comma-separated ({', '.join(DEMO_AGENTS)})"
+    )
     _common(d, steps=600, seeds=2, out=os.path.join("results", "demo"))
     d.set_defaults(func=cmd_demo)
 

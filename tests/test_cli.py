@@ -1,0 +1,121 @@
+"""The ``banditkit`` command line at tiny sizes: every command runs, writes its files, and bad input is one line."""
+
+import os
+import subprocess
+import sys
+
+import gymnasium
+import jax
+import pandas as pd
+import pytest
+
+from banditkit.agents import make_agent
+from banditkit.cli import DEMO_AGENTS, build_parser, main
+
+COMMANDS = ["demo", "run", "compare", "bo", "data"]
+
+
+def _one_line_error(capsys, argv, *words):
+    code = main(argv)
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert len(err.splitlines()) == 1, err
+    assert "Traceback" not in err
+    for w in words:
+        assert w in err, err
+    return err
+
+
+@pytest.mark.parametrize("cmd", [None, *COMMANDS])
+def test_help_for_every_command(cmd, capsys):
+    argv = ["--help"] if cmd is None else [cmd, "--help"]
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "usage: banditkit" in out
+    if cmd is None:
+        assert all(c in out for c in COMMANDS)
+
+
+def test_bad_arguments_print_one_line(capsys):
+    _one_line_error(capsys, ["frobnicate"], "invalid choice", "frobnicate")
+    _one_line_error(capsys, ["run", "--env", "nope", "--agent", "hilofi"], "unknown environment", "mushroom")
+    _one_line_error(capsys, ["run", "--env", "mushroom"], "--agent")
+    _one_line_error(capsys, ["compare", "--env", "mushroom", "--agents", "linear", "--steps", "0"], "positive")
+    _one_line_error(capsys, ["bo", "--function", "nope"], "unknown BO function")
+    _one_line_error(capsys, ["bo", "--acquisition", "magic"], "invalid choice")
+    _one_line_error(capsys, ["run", "--env", "mushroom", "--agent", "nope", "--steps", "5", "--quiet"], "nope")
+
+
+def test_console_script_exit_status_and_one_line():
+    """The real entry point (``python -m banditkit``): non-zero status, one stderr line, no traceback."""
+    r = subprocess.run(
+        [sys.executable, "-m", "banditkit", "run", "--env", "nope", "--agent", "hilofi"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1 and "unknown environment" in r.stderr
+
+
+def test_bo_command(tmp_path, capsys):
+    out = tmp_path / "bo"
+    argv = ["bo", "--evals", "7", "--seeds", "2", "--features", "8", "--rank", "2", "--candidates", "32"]
+    assert main([*argv, "--out", str(out), "--quiet"]) == 0
+    df = pd.read_csv(out / "bo.csv")
+    assert {"agent", "seed", "step", "y", "best_y", "simple_regret"} <= set(df.columns)
+    assert len(df) == 14 and sorted(df.seed.unique()) == [0, 1]
+    assert (df.simple_regret >= -1e-9).all()
+    assert (out / "bo_summary.md").read_text().startswith("| agent")
+    assert (out / "bo_simple_regret.png").stat().st_size > 0
+    assert "hilofi-thompson" in capsys.readouterr().out  # the summary table is printed
+
+
+def test_run_and_compare_commands(tmp_path, capsys):
+    out = str(tmp_path / "r")
+    assert main(["run", "--env", "mushroom", "--agent", "hilofi", "--steps", "40", "--out", out, "--quiet"]) == 0
+    df = pd.read_csv(os.path.join(out, "run.csv"))
+    assert set(df.agent) == {"hilofi-thompson"} and len(df) == 40
+    assert {"reward", "regret", "cumulative_regret"} <= set(df.columns)
+    assert os.path.getsize(os.path.join(out, "run_regret.png")) > 0
+    argv = ["compare", "--env", "mushroom", "--agents", "hilofi,hilofi-greedy", "--steps", "30", "--seeds", "2"]
+    assert main([*argv, "--out", out, "--quiet"]) == 0
+    df = pd.read_csv(os.path.join(out, "compare.csv"))
+    assert set(df.agent) == {"hilofi-thompson", "hilofi-greedy"} and len(df) == 2 * 2 * 30
+    md = open(os.path.join(out, "compare_summary.md")).read()
+    assert "hilofi-thompson" in md and "hilofi-greedy" in md
+    assert "hilofi-greedy" in capsys.readouterr().out
+
+
+def test_demo_command_tiny(tmp_path):
+    """The demo pipeline end to end on one of its agents (compiling all five is too slow for CI)."""
+    out = tmp_path / "demo"
+    assert main(["demo", "--agents", "HiLoFi-TS", "--steps", "20", "--seeds", "1", "--out", str(out), "--quiet"]) == 0
+    df = pd.read_csv(out / "demo.csv")
+    assert set(df.agent) == {"HiLoFi-TS"} and len(df) == 20
+    assert (out / "demo_regret.png").exists() and (out / "demo_summary.md").exists()
+
+
+@pytest.mark.parametrize("label", list(DEMO_AGENTS))
+def test_demo_agents_build_on_mushroom(label):
+    """Every default demo agent resolves and initialises on the shipped Mushroom data (no run: compile is slow)."""
+    env = gymnasium.make("banditkit/Mushroom-v0")
+    obs, _ = env.reset(seed=0)
+    agent = make_agent(DEMO_AGENTS[label], env)
+    state = agent.init(jax.random.PRNGKey(0), obs)
+    assert jax.tree_util.tree_leaves(state)
+
+
+def test_data_list_and_bad_fetch(capsys):
+    assert main(["data", "list"]) == 0
+    assert "mushroom" in capsys.readouterr().out
+    assert main(["data", "fetch", "no_such_set"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no_such_set" in err
+
+
+def test_parser_defaults():
+    args = build_parser().parse_args(["demo"])
+    assert args.env == "mushroom" and args.out == os.path.join("results", "demo")
