@@ -1,0 +1,307 @@
+"""Shared harness for the bandit benchmark scripts (``benchmarks/bench_*.py``).
+
+One experiment = one environment, several agents, the same seeds.  For every agent :func:`run_agents` calls the
+compiled runner ``bk.run`` (``lax.scan`` over rounds, ``vmap`` over seeds), so compilation (``compile_s``) is
+timed apart from execution (``run_s``; all seeds advance together).  Results per experiment ``TAG`` in ``--out``:
+
+* ``TAG_seeds.csv``   one row per (agent, seed): cumulative reward, mean reward, final cumulative regret, timing;
+* ``TAG_curve.csv``   mean ± standard error over seeds of the cumulative regret and reward, at ≤ 200 steps;
+* ``TAG.md``          the table (``mean ± s.e.`` over seeds), the protocol actually run, the command for the full
+                      protocol, and each floor with MET / NOT MET;
+* ``TAG_regret.png``  cumulative-regret curves (``bk.plotting.plot_regret``: mean ± s.e. bands).
+
+Standard error = ``std(ddof=1) / sqrt(n_seeds)``.  The per-step rows are not written (tens of MB); the curve CSV
+keeps what the plots need.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+import banditkit as bk
+
+
+# ------------------------------------------------------------------------------------------------ command line
+def parser(description: str, *, steps: int, seeds: int) -> argparse.ArgumentParser:
+    """``--steps``, ``--seeds``, ``--out``, ``--agents`` (comma list, default all), ``--progress``."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--steps", type=int, default=steps, help=f"rounds per seed (paper protocol: {steps})")
+    p.add_argument("--seeds", type=int, default=seeds, help=f"number of seeds 0..n-1 (default {seeds}; at least 3)")
+    p.add_argument("--out", default="benchmarks/results", help="output folder")
+    p.add_argument("--agents", default="", help="comma-separated subset of agent names (default: all)")
+    p.add_argument("--progress", action="store_true", help="show a progress bar per agent")
+    return p
+
+
+def check_args(args: argparse.Namespace) -> None:
+    if args.steps < 1:
+        raise SystemExit(f"--steps must be >= 1, got {args.steps}")
+    if args.seeds < 1:
+        raise SystemExit(f"--seeds must be >= 1, got {args.seeds}")
+    if args.seeds < 3:
+        print(f"warning: --seeds {args.seeds} < 3; standard errors will be unreliable", file=sys.stderr)
+    os.makedirs(args.out, exist_ok=True)
+
+
+def select(agents: dict, subset: str) -> dict:
+    """The agents named in ``subset`` (comma list; empty = all); unknown names raise ``SystemExit``."""
+    if not subset:
+        return agents
+    names = [s.strip() for s in subset.split(",") if s.strip()]
+    unknown = [n for n in names if n not in agents]
+    if unknown:
+        raise SystemExit(f"unknown agent(s) {unknown}; choose from {list(agents)}")
+    return {n: agents[n] for n in names}
+
+
+def command_line() -> str:
+    return "python " + " ".join(sys.argv)
+
+
+# ------------------------------------------------------------------------------------------------------- running
+@dataclass
+class Result:
+    """What :func:`run_agents` returns: the per-step frame and the per-agent timing."""
+
+    frame: pd.DataFrame
+    timing: dict = field(default_factory=dict)
+    failures: dict = field(default_factory=dict)
+
+
+def run_agents(env, agents: dict[str, Callable], steps: int, seeds: int | Sequence[int], *, progress: bool = False,
+               log: Callable[[str], None] = print) -> Result:
+    """Run each ``agents[name](env)`` (a factory returning a ``BanditAgent``) with the compiled runner.
+
+    An agent whose run raises is recorded in ``failures`` (the message) and the others go on: a benchmark must
+    report a broken backend, not hide the other numbers.
+    """
+    frames, timing, failures = [], {}, {}
+    for name, factory in agents.items():
+        tic = time.perf_counter()
+        try:
+            agent = factory(env)
+            df = bk.run(env, agent, steps, seeds, name=name, progress=progress, compiled=True)
+        except Exception as e:  # noqa: BLE001 - reported in the table
+            failures[name] = f"{type(e).__name__}: {e}"
+            log(f"[{name}] FAILED after {time.perf_counter() - tic:.1f}s: {failures[name][:300]}")
+            continue
+        t = dict(df.attrs["timing"][name])
+        t["wall_s"] = time.perf_counter() - tic
+        timing[name] = t
+        frames.append(df)
+        per_seed = df.groupby("seed")["reward"].sum()
+        log(f"[{name}] cum. reward {per_seed.mean():.1f} ± {se(per_seed):.1f}  compile {t['compile_s']:.1f}s  "
+            f"run {t['run_s']:.1f}s  ({1e3 * t['per_step_s']:.2f} ms/step, all seeds)")
+        sys.stdout.flush()
+    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=bk.experiments.runner.COLUMNS)
+    frame.attrs["timing"] = timing
+    return Result(frame, timing, failures)
+
+
+def se(values) -> float:
+    """Standard error ``std(ddof=1) / sqrt(n)`` (0 for one value)."""
+    v = np.asarray(values, np.float64)
+    return float(np.std(v, ddof=1) / np.sqrt(v.size)) if v.size > 1 else 0.0
+
+
+# ------------------------------------------------------------------------------------------------------- tables
+def per_seed(res: Result, reward_fn: Callable[[pd.DataFrame], pd.Series] | None = None) -> pd.DataFrame:
+    """One row per (agent, seed): ``cum_reward`` (of ``reward_fn(frame)`` if given, else the reward column),
+    ``mean_reward``, ``final_regret`` and the agent's timing."""
+    df = res.frame
+    if df.empty:
+        return pd.DataFrame()
+    reward = reward_fn(df) if reward_fn is not None else df["reward"]
+    g = df.assign(_r=reward).groupby(["agent", "seed"], sort=False)
+    out = pd.DataFrame({
+        "cum_reward": g["_r"].sum(),
+        "mean_reward": g["_r"].mean(),
+        "final_regret": g["cumulative_regret"].last(),
+        "steps": g["step"].count(),
+    }).reset_index()
+    for col in ("compile_s", "run_s", "per_step_s", "wall_s"):
+        out[col] = out["agent"].map(lambda a, c=col: res.timing[a][c])
+    return out
+
+
+def summary(seeds_df: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
+    """Mean ± s.e. over seeds per agent (rows in ``order``)."""
+    rows = []
+    for agent in order:
+        g = seeds_df[seeds_df["agent"] == agent]
+        if g.empty:
+            continue
+        rows.append(dict(
+            agent=agent, seeds=len(g), steps=int(g["steps"].iloc[0]),
+            cum_reward=g["cum_reward"].mean(), cum_reward_se=se(g["cum_reward"]),
+            mean_reward=g["mean_reward"].mean(), mean_reward_se=se(g["mean_reward"]),
+            final_regret=g["final_regret"].mean(), final_regret_se=se(g["final_regret"]),
+            compile_s=g["compile_s"].iloc[0], run_s=g["run_s"].iloc[0],
+            ms_per_step=1e3 * g["per_step_s"].iloc[0],
+        ))
+    return pd.DataFrame(rows).set_index("agent") if rows else pd.DataFrame()
+
+
+def markdown_table(s: pd.DataFrame, reward_label: str = "cum. reward") -> str:
+    head = (f"| agent | seeds | steps | {reward_label} | mean reward / step | final cum. regret | compile s | run s "
+            "(all seeds) | ms / step (all seeds) |")
+    lines = [head, "|---|---|---|---|---|---|---|---|---|"]
+    for agent, r in s.iterrows():
+        lines.append(
+            f"| {agent} | {r.seeds} | {r.steps} | {r.cum_reward:.1f} ± {r.cum_reward_se:.1f} | "
+            f"{r.mean_reward:.4f} ± {r.mean_reward_se:.4f} | {r.final_regret:.1f} ± {r.final_regret_se:.1f} | "
+            f"{r.compile_s:.1f} | {r.run_s:.1f} | {r.ms_per_step:.2f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def curve(res: Result, points: int = 200) -> pd.DataFrame:
+    """Mean ± s.e. over seeds of the cumulative regret and cumulative reward at ≤ ``points`` steps per agent."""
+    df = res.frame
+    if df.empty:
+        return pd.DataFrame()
+    df = df.assign(cum_reward=df.groupby(["agent", "seed"], sort=False)["reward"].cumsum())
+    steps = np.unique(df["step"].to_numpy())
+    keep = steps[np.unique(np.linspace(0, len(steps) - 1, min(points, len(steps))).round().astype(int))]
+    d = df[df["step"].isin(keep)]
+    rows = []
+    for (agent, step), g in d.groupby(["agent", "step"], sort=False):
+        rows.append(dict(agent=agent, step=int(step), n=len(g),
+                         cum_regret=g["cumulative_regret"].mean(), cum_regret_se=se(g["cumulative_regret"]),
+                         cum_reward=g["cum_reward"].mean(), cum_reward_se=se(g["cum_reward"])))
+    return pd.DataFrame(rows)
+
+
+def machine() -> str:
+    import jax
+
+    load = ""
+    if hasattr(os, "getloadavg"):
+        load = f", load average at the end {os.getloadavg()[0]:.1f}"
+    commit = os.environ.get("BANDITKIT_COMMIT", "")
+    commit = f"; banditkit at commit {commit}" if commit else ""
+    return (f"{platform.machine()} CPU, {os.cpu_count()} cores shared with other users{load}; "
+            f"python {platform.python_version()}, jax {jax.__version__} ({jax.default_backend()}){commit}")
+
+
+@dataclass
+class Floor:
+    """A check from the issue: ``description``, whether it was ``met``, and the measured ``detail``."""
+
+    description: str
+    met: bool
+    detail: str
+
+
+def write_outputs(res: Result, out: str, tag: str, *, title: str, protocol: str, full_command: str,
+                  notes: Sequence[str] = (), floors: Sequence[Floor] = (), order: Sequence[str] | None = None,
+                  reward_fn: Callable[[pd.DataFrame], pd.Series] | None = None, reward_label: str = "cum. reward",
+                  extra_md: str = "") -> pd.DataFrame:
+    """Write ``TAG_seeds.csv``, ``TAG_curve.csv``, ``TAG.md`` and ``TAG_regret.png`` into ``out``; the summary."""
+    seeds_df = per_seed(res, reward_fn)
+    order = list(order) if order is not None else list(res.timing)
+    s = summary(seeds_df, order) if not seeds_df.empty else pd.DataFrame()
+    if not seeds_df.empty:
+        seeds_df.to_csv(os.path.join(out, f"{tag}_seeds.csv"), index=False)
+        curve(res).to_csv(os.path.join(out, f"{tag}_curve.csv"), index=False)
+        bk.plotting.plot_regret(res.frame, os.path.join(out, f"{tag}_regret.png"), title=title)
+        import matplotlib.pyplot as plt
+
+        plt.close("all")
+    md = [f"# {title}", "", f"**Protocol run:** {protocol}", "", f"**Command (this table):** `{command_line()}`", "",
+          f"**Full protocol:** `{full_command}`", "", f"**Machine:** {machine()}", ""]
+    md += ["Mean ± standard error over seeds. `compile s` = tracing + XLA compilation (once per agent); "
+           "`run s` = execution only, all seeds together (vmapped); `ms / step` = run s / steps.", ""]
+    md.append(markdown_table(s, reward_label) if not s.empty else "_no agent finished_\n")
+    if res.failures:
+        md += ["", "**Failed agents:**", ""]
+        md += [f"- `{k}`: {v[:500]}" for k, v in res.failures.items()]
+    if floors:
+        md += ["", "**Floors (issue 5):**", ""]
+        md += [f"- {f.description}: **{'MET' if f.met else 'NOT MET'}** — {f.detail}" for f in floors]
+    if extra_md:
+        md += ["", extra_md]
+    if notes:
+        md += ["", "**Notes:**", ""] + [f"- {n}" for n in notes]
+    with open(os.path.join(out, f"{tag}.md"), "w") as fh:
+        fh.write("\n".join(md) + "\n")
+    return s
+
+
+# ------------------------------------------------------------------------------------------------ agent sets
+def _agent(spec: str, post: dict | None = None, **kw) -> Callable:
+    from banditkit.agents import make_agent
+
+    def factory(env):
+        return make_agent(spec, env, posterior_kwargs=dict(post or {}), **kw)
+
+    factory.spec = spec
+    factory.hyper = dict(post or {}, **kw)
+    return factory
+
+
+def seed002_agents(*, num_actions: int, warmup_per_arm: int, dim: int = 470, sgd_lr: float = 0.8,
+                   nl_buffers: tuple[int, int] = (50, 4800), nl_lr: float = 0.01, model=None) -> dict[str, Callable]:
+    """Seed 002's agents with the reference code's hyper-parameters (``seed-002-subspace-bandits.md`` §7).
+
+    * ``ekf_sub_svd`` / ``ekf_sub_svd_diag``: τ = ``warmup_per_arm · K`` round-robin pulls, 1000 SGD steps
+      (``sgd(sgd_lr, momentum 0.9)``, every 2nd iterate kept), ``d = dim``, ``Σ_z = 1e-4 I``, full / diagonal.
+    * ``ekf_sub_rnd`` / ``ekf_sub_rnd_diag``: a random ``d``-dim subspace through the *initial* weights (banditkit's
+      ``subspace_ekf`` without warm-up; the reference draws it around the warm-up fit θ*), same prior.
+    * ``neural_linear_lim`` / ``_unlim``: NIG last layer (``a0 = b0 = 6``, ``Σ0 = 4I``), body retrained every 100
+      steps with 100 full-buffer steps of ``sgd(nl_lr, 0.9)``, FIFO buffer ``nl_buffers``.
+    * ``linear``: NIG Bayesian linear regression per arm (``a0 = b0 = 6``, ``Σ0 = 4I``) on the raw context.
+    * ``diag_ekf``: diagonal EKF over all weights (``init_cov 1e-3``, seed 002's tabular EKF-Orig prior).
+
+    All use Thompson sampling.  ``model`` overrides the env's default network (e.g. MLP1 vs LeNet5 on MNIST).
+    """
+    import optax
+
+    tau = int(warmup_per_arm) * int(num_actions)
+    sub = dict(subspace_dim=dim, warmup_steps=tau, sgd_kwargs=dict(n_iters=1000, learning_rate=sgd_lr, skip=2))
+    m = {} if model is None else dict(model=model)
+    nl = dict(train_every=100, n_train_steps=100, optimizer=optax.sgd(nl_lr, momentum=0.9), a0=6.0, b0=6.0,
+              init_cov=4.0)
+    return {
+        "ekf_sub_svd": _agent("subspace_ekf-thompson", dict(init_cov=1e-4), **sub, **m),
+        "ekf_sub_svd_diag": _agent("subspace_ekf-thompson", dict(init_cov=1e-4, covariance="diagonal"), **sub, **m),
+        "ekf_sub_rnd": _agent("subspace_ekf-thompson", dict(init_cov=1e-4), subspace_dim=dim, warmup_steps=0, **m),
+        "ekf_sub_rnd_diag": _agent("subspace_ekf-thompson", dict(init_cov=1e-4, covariance="diagonal"),
+                                   subspace_dim=dim, warmup_steps=0, **m),
+        "neural_linear_lim": _agent("neural_linear-thompson", dict(nl, buffer_size=nl_buffers[0]), **m),
+        "neural_linear_unlim": _agent("neural_linear-thompson", dict(nl, buffer_size=nl_buffers[1]), **m),
+        "linear": _agent("linear-thompson", dict(init_cov=4.0, noise="nig", a0=6.0, b0=6.0)),
+        "diag_ekf": _agent("diag_ekf-thompson", dict(init_cov=1e-3), **m),
+    }
+
+
+def seed003_agents(*, rank: int = 50, rank_last: int = 100, q: float = 1e-6, cov: float = 0.1,
+                   lrkf_cov: float = 1.0, lofi_cov: float = float(np.exp(-8.0)), lofi_rank: int | None = None,
+                   eps_greedy: bool = True, model=None) -> dict[str, Callable]:
+    """Seed 003's MNIST-bandit agents (``seed-003-hilofi.md`` §11.2(b)), all Thompson sampling except the
+    replay-SGD point estimate with ε-greedy (ε = 0.05, AdamW lr 1e-4, 5 inner steps, buffer 1)."""
+    import optax
+
+    m = {} if model is None else dict(model=model)
+    out = {
+        "hilofi_ts": _agent("hilofi-thompson", dict(rank=rank, init_cov_hidden=cov, init_cov_last=cov,
+                                                    dynamics_cov=q), **m),
+        "lolofi_ts": _agent("lolofi-thompson", dict(rank=rank, rank_last=rank_last, init_cov_hidden=cov,
+                                                    init_cov_last=cov, dynamics_cov=q), **m),
+        "lrkf_ts": _agent("lrkf-thompson", dict(rank=rank, init_cov=lrkf_cov, dynamics_cov=q), **m),
+        "lofi_ts": _agent("lofi-thompson", dict(rank=lofi_rank or rank, init_cov=lofi_cov, dynamics_cov=0.0), **m),
+    }
+    if eps_greedy:
+        out["replay_sgd_eps"] = _agent("replay_sgd-eps_greedy", dict(buffer_size=1, n_inner=5,
+                                                                     optimizer=optax.adamw(1e-4)),
+                                       policy_kwargs=dict(epsilon=0.05), **m)
+    return out
