@@ -233,8 +233,9 @@ def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink):
 
         return jax.lax.scan(step, state, t0 + jnp.arange(chunk))
 
-    init_v = jax.jit(jax.vmap(init_one, in_axes=(0, ctx_axis)))
-    chunk_v = jax.jit(jax.vmap(chunk_one, in_axes=(0, 0, ctx_axis, None)), donate_argnums=(0,))
+    out = {} if per_seed is None else dict(out_shardings=per_seed)  # keep every seed-axis array sharded
+    init_v = jax.jit(jax.vmap(init_one, in_axes=(0, ctx_axis)), **out)
+    chunk_v = jax.jit(jax.vmap(chunk_one, in_axes=(0, 0, ctx_axis, None)), donate_argnums=(0,), **out)
 
     t_start = time.perf_counter()
     state = init_v(data, contexts)
@@ -262,7 +263,16 @@ def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink):
     finally:
         if bar is not None:
             bar.close()
-    return dict(compile_s=compile_s, run_s=run_s, per_step_s=run_s / steps, steps=steps, seeds=n, mode="compiled")
+    devices = len(getattr(jax.tree_util.tree_leaves(state)[0], "sharding").device_set)  # where the seeds ran
+    return dict(
+        compile_s=compile_s,
+        run_s=run_s,
+        per_step_s=run_s / steps,
+        steps=steps,
+        seeds=n,
+        mode="compiled",
+        devices=devices,
+    )
 
 
 # ----------------------------------------------------------------------------------------------- Gymnasium loop
@@ -331,6 +341,7 @@ def _run_gym(agent, env, name, seeds, steps, chunk, progress, sink):
         steps=steps,
         seeds=len(seeds),
         mode="gymnasium",
+        devices=1,
     )
 
 

@@ -1,0 +1,221 @@
+"""The experiment runner: compiled (scan × vmap × sharding) and Gymnasium loops agree; the frame; summarize."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from typing import NamedTuple
+
+import gymnasium
+import numpy as np
+import pandas as pd
+import pytest
+
+import banditkit as bk
+from banditkit.agents import BanditAgent
+from banditkit.experiments import COLUMNS, compare, run, summarize
+from banditkit.models import MLP
+
+
+class ToyFunctional(NamedTuple):
+    contexts: np.ndarray  # (N, D) or (N, K, D)
+    index: np.ndarray  # (steps,)
+    rewards: np.ndarray  # (steps, K)
+    expected: np.ndarray  # (steps, K)
+
+
+class ToyBandit(gymnasium.Env):
+    """Linear contextual bandit: a fixed pool of N(0, I) contexts, expected reward x·w_a, reward = expected + noise.
+    ``reset(seed)`` and ``functional(seed, steps)`` build the same (prefix-consistent) table."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, num_actions=3, dim=4, pool=50, max_steps=1000):
+        self.num_actions, self.dim, self.pool, self.max_steps = num_actions, dim, pool, max_steps
+        self.per_arm_features, self.default_model, self.task = False, "mlp", "bandit"
+        self.observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (dim,), np.float32)
+        self.action_space = gymnasium.spaces.Discrete(num_actions)
+
+    def functional(self, seed, steps):
+        rng = np.random.default_rng(seed)
+        w = rng.normal(size=(self.dim, self.num_actions)).astype(np.float32)
+        contexts = rng.normal(size=(self.pool, self.dim)).astype(np.float32)
+        index = rng.integers(0, self.pool, size=self.max_steps).astype(np.int32)[:steps]
+        noise = 0.1 * rng.normal(size=(self.max_steps, self.num_actions)).astype(np.float32)[:steps]
+        expected = contexts[index] @ w
+        return ToyFunctional(contexts, index, (expected + noise).astype(np.float32), expected.astype(np.float32))
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._fb, self._t = self.functional(0 if seed is None else seed, self.max_steps), 0
+        return self._fb.contexts[self._fb.index[0]], {}
+
+    def step(self, action):
+        fb, t = self._fb, self._t
+        exp = fb.expected[t]
+        info = dict(expected_rewards=exp, optimal_reward=float(exp.max()), regret=float(exp.max() - exp[action]))
+        self._t += 1
+        obs = fb.contexts[fb.index[min(self._t, self.max_steps - 1)]]
+        return obs, float(fb.rewards[t, action]), False, self._t >= self.max_steps, info
+
+
+STEPS, SEEDS = 40, [0, 1, 2]
+
+
+def _agent():
+    return BanditAgent(MLP(features=(), out=3), "ekf", "thompson", obs_noise=0.1)
+
+
+@pytest.fixture(scope="module")
+def compiled_run(tmp_path_factory):
+    csv = tmp_path_factory.mktemp("run") / "partial.csv"
+    chunks = []
+    df = run(
+        ToyBandit(),
+        _agent(),
+        STEPS,
+        SEEDS,
+        compiled=True,
+        progress=False,
+        chunk_size=15,
+        csv_path=csv,
+        on_chunk=chunks.append,
+        name="ekf-ts",
+    )
+    return df, csv, chunks
+
+
+def test_frame_columns_and_regret_bookkeeping(compiled_run):
+    df, _, _ = compiled_run
+    assert list(df.columns) == COLUMNS
+    assert len(df) == STEPS * len(SEEDS) and set(df["agent"]) == {"ekf-ts"}
+    for _, g in df.groupby("seed"):
+        assert list(g["step"]) == list(range(STEPS))
+        np.testing.assert_allclose(g["regret"], g["optimal_reward"] - g["expected_reward"], atol=1e-6)
+        np.testing.assert_allclose(g["cumulative_regret"], np.cumsum(g["regret"]), rtol=1e-9, atol=1e-9)
+    assert (df["regret"] >= -1e-6).all()
+    assert df["action"].between(0, 2).all()
+    t = df.attrs["timing"]["ekf-ts"]
+    assert t["mode"] == "compiled" and t["compile_s"] > 0 and t["run_s"] > 0
+    assert t["per_step_s"] == pytest.approx(t["run_s"] / STEPS)
+
+
+def test_seed_tables_are_the_envs(compiled_run):
+    df, _, _ = compiled_run
+    for s in SEEDS:
+        fb = ToyBandit().functional(s, STEPS)
+        g = df[df["seed"] == s]
+        a = g["action"].to_numpy()
+        np.testing.assert_allclose(g["reward"], fb.rewards[np.arange(STEPS), a], rtol=1e-6)
+        np.testing.assert_allclose(g["optimal_reward"], fb.expected.max(axis=1), rtol=1e-6)
+
+
+def test_compiled_and_gymnasium_loops_agree_and_seeds_are_independent(compiled_run):
+    df, _, _ = compiled_run
+    gym_df = run(ToyBandit(), _agent(), STEPS, [2, 0], compiled=False, progress=False, name="ekf-ts")
+    assert gym_df.attrs["timing"]["ekf-ts"]["mode"] == "gymnasium"
+    for s in (0, 2):
+        c, g = df[df["seed"] == s].reset_index(drop=True), gym_df[gym_df["seed"] == s].reset_index(drop=True)
+        np.testing.assert_array_equal(c["action"], g["action"])
+        np.testing.assert_allclose(c[COLUMNS[4:]], g[COLUMNS[4:]], rtol=1e-5, atol=1e-5)
+    # different seeds are different runs (vmap did not share a key or a table)
+    a0, a1 = (df[df["seed"] == s]["action"].to_numpy() for s in (0, 1))
+    assert not np.array_equal(a0, a1)
+
+
+def test_incremental_csv_and_on_chunk(compiled_run):
+    df, csv, chunks = compiled_run
+    assert len(chunks) == 3 and [len(c) for c in chunks] == [15 * 3, 15 * 3, 10 * 3]
+    saved = pd.read_csv(csv).sort_values(["seed", "step"], kind="stable").reset_index(drop=True)
+    pd.testing.assert_frame_equal(saved, df, check_dtype=False)
+
+
+def test_summarize_is_mean_and_standard_error(compiled_run):
+    df, _, _ = compiled_run
+    table = summarize(df)
+    final = df[df["step"] == STEPS - 1]["cumulative_regret"].to_numpy()
+    row = table.loc["ekf-ts"]
+    assert row["final_cumulative_regret"] == pytest.approx(final.mean())
+    assert row["final_cumulative_regret_se"] == pytest.approx(final.std(ddof=1) / np.sqrt(3))
+    assert row["mean_reward"] == pytest.approx(df["reward"].mean())
+    assert row["ms_per_step"] == pytest.approx(1e3 * df.attrs["timing"]["ekf-ts"]["per_step_s"])
+    assert row["seeds"] == 3 and row["steps"] == STEPS
+    md = bk.experiments.to_markdown(table)
+    assert md.startswith("| agent |") and "±" in md
+
+
+def test_compare_names_agents_and_keeps_timing():
+    agent = _agent()
+    df = compare({"a": agent, "b": agent}, ToyBandit(), steps=5, seeds=[0], compiled=False, progress=False)
+    assert list(df["agent"].unique()) == ["a", "b"] and len(df) == 10
+    assert set(df.attrs["timing"]) == {"a", "b"}
+    np.testing.assert_array_equal(df[df.agent == "a"]["action"], df[df.agent == "b"]["action"])
+    assert list(summarize(df).index) == sorted(
+        ["a", "b"], key=lambda n: summarize(df).loc[n, "final_cumulative_regret"]
+    )
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="banditkit/"):
+        run("banditkit/NoSuchEnv-v0", "ekf-ts", steps=5)
+    with pytest.raises(ValueError, match="steps"):
+        run(ToyBandit(), _agent(), steps=0)
+    with pytest.raises(ValueError, match="seeds"):
+        run(ToyBandit(), _agent(), steps=5, seeds=[])
+    with pytest.raises(TypeError, match="spec string"):
+        run(ToyBandit(), object(), steps=5)
+    with pytest.raises(ValueError, match="max_steps"):
+        run(ToyBandit(max_steps=3), _agent(), steps=5, compiled=False)
+
+
+def test_subspace_warmup_same_in_both_loops():
+    def make():
+        return BanditAgent(
+            MLP(features=(4,), out=3),
+            "subspace_ekf",
+            "thompson",
+            warmup_steps=6,
+            subspace_dim=3,
+            sgd_kwargs=dict(n_iters=20, skip=2),
+        )
+
+    c = run(ToyBandit(), make(), 12, [1], compiled=True, progress=False)
+    g = run(ToyBandit(), make(), 12, [1], compiled=False, progress=False)
+    assert list(c["action"][:6]) == [0, 1, 2, 0, 1, 2]
+    np.testing.assert_array_equal(c["action"], g["action"])
+    np.testing.assert_allclose(c["cumulative_regret"], g["cumulative_regret"], rtol=1e-5)
+
+
+def test_real_env_compiled_equals_gymnasium():
+    df_c = run("banditkit/Mushroom-v0", "linear-ucb", steps=25, seeds=[3], compiled=True, progress=False)
+    df_g = run("banditkit/Mushroom-v0", "linear-ucb", steps=25, seeds=[3], compiled=False, progress=False)
+    np.testing.assert_array_equal(df_c["action"], df_g["action"])
+    np.testing.assert_allclose(df_c["cumulative_regret"], df_g["cumulative_regret"], rtol=1e-5)
+
+
+SHARDED = textwrap.dedent(
+    """
+    import json, sys
+    import jax
+    sys.path.insert(0, {tests!r})
+    from test_experiments import ToyBandit, _agent, STEPS, SEEDS
+    from banditkit.experiments import run
+    assert len(jax.local_devices()) == 2, jax.local_devices()
+    df = run(ToyBandit(), _agent(), STEPS, SEEDS, compiled=True, progress=False, chunk_size=15, name="ekf-ts")
+    print("JSON" + json.dumps(dict(actions=df["action"].tolist(), regret=df["cumulative_regret"].tolist(),
+                                   devices=df.attrs["timing"]["ekf-ts"]["devices"])))
+    """
+)
+
+
+def test_seeds_sharded_over_two_devices_give_the_same_runs(compiled_run):
+    df, _, _ = compiled_run
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
+    code = SHARDED.format(tests=os.path.dirname(__file__))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    res = json.loads(out.stdout.split("JSON", 1)[1])
+    assert res["devices"] == 2
+    np.testing.assert_array_equal(res["actions"], df["action"].to_numpy())
+    np.testing.assert_allclose(res["regret"], df["cumulative_regret"].to_numpy(), rtol=1e-5, atol=1e-5)
