@@ -263,7 +263,7 @@ def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink):
     finally:
         if bar is not None:
             bar.close()
-    devices = len(getattr(jax.tree_util.tree_leaves(state)[0], "sharding").device_set)  # where the seeds ran
+    devices = len(jax.tree_util.tree_leaves(state)[0].sharding.device_set)  # where the seeds ran
     return dict(
         compile_s=compile_s,
         run_s=run_s,
