@@ -96,7 +96,7 @@ def plot_regret(df: pd.DataFrame, path: str | os.PathLike | None = None, ax=None
 
 
 def _reward_rate(df: pd.DataFrame) -> pd.DataFrame:
-    df = df.sort_values(["agent", "seed", "step"]).copy()
+    df = df.sort_values(["seed", "step"], kind="stable").copy()  # stable: agents keep their order of appearance
     grp = df.groupby(["agent", "seed"], sort=False)["reward"]
     df["reward_rate"] = grp.cumsum() / (grp.cumcount() + 1)
     return df
