@@ -113,6 +113,10 @@ def test_bad_inputs_raise_clear_errors():
         agent.observe(state, XS[0], 0, float("nan"))
     with pytest.raises(ValueError):
         agent.observe(state, XS[0], K, 1.0)
+    with pytest.raises(ValueError, match="shape"):
+        agent.act(jax.random.PRNGKey(0), state, XS[0][:2])
+    with pytest.raises(ValueError, match="shape"):
+        agent.observe(state, np.zeros((2, D), np.float32), 0, 1.0)
     with pytest.raises(ValueError, match="unknown posterior"):
         BanditAgent(MLP(out=K), "no_such_backend", "greedy")
     with pytest.raises(ValueError, match="unknown policy"):
@@ -154,6 +158,8 @@ def test_make_agent_uses_the_env_default_model():
     assert agent.model.features == () and agent.model.out == 1 and agent.per_arm
     agent = make_agent("ekf-ucb", _env("mlp", reward_scale=35.0), policy_kwargs=dict(beta=2.0))
     assert agent.reward_scale == 35.0 and agent.policy.hyper == {"beta": 2.0}
+    with pytest.raises(ValueError, match="BayesOpt"):
+        make_agent("hilofi-ei", SimpleNamespace(unwrapped=SimpleNamespace(num_actions=1, task="bo")))
 
 
 def test_subspace_warmup_round_robin_then_fit():

@@ -147,7 +147,7 @@ def test_summarize_is_mean_and_standard_error(compiled_run):
 
 def test_compare_names_agents_and_keeps_timing():
     agent = _agent()
-    df = compare({"a": agent, "b": agent}, ToyBandit(), steps=5, seeds=[0], compiled=False, progress=False)
+    df = compare({"a": agent, "b": agent}, ToyBandit(), steps=5, seeds=[0], compiled=False, progress=True)
     assert list(df["agent"].unique()) == ["a", "b"] and len(df) == 10
     assert set(df.attrs["timing"]) == {"a", "b"}
     np.testing.assert_array_equal(df[df.agent == "a"]["action"], df[df.agent == "b"]["action"])

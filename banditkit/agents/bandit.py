@@ -169,6 +169,7 @@ class BanditAgent:
                 self.posterior = factory(self.apply_fn, self.likelihood, **kwargs)
         self.is_subspace = self._factory is not None
         self._template = None
+        self._context_shapes = None
         self._jit_act = jax.jit(self._act)
         self._jit_observe = jax.jit(self._observe)
         self._jit_warmup = jax.jit(self.warmup)
@@ -206,6 +207,7 @@ class BanditAgent:
     def init(self, key: Array, example_context) -> AgentState:
         """Initial weights from ``model.init`` and the prior belief; ``example_context`` fixes the shapes."""
         example_context = jax.tree_util.tree_map(jnp.asarray, example_context)
+        self._context_shapes = [tuple(jnp.shape(c)) for c in jax.tree_util.tree_leaves(example_context)]
         if self.per_arm and jnp.ndim(jax.tree_util.tree_leaves(example_context)[0]) < 1:
             raise ValueError("a per-arm agent needs a context with one feature row per arm, shape (K, ...)")
         k_model, k_basis = jax.random.split(key)
@@ -262,6 +264,7 @@ class BanditAgent:
         """
         self._check_ready(state)
         context = jax.tree_util.tree_map(jnp.asarray, context)
+        self._check_context(context)
         if self.warmup_steps > 0 and self.is_subspace:
             k_warm = jax.random.fold_in(key, 0x5EED)
             if _is_traced((key, state, context)):
@@ -302,6 +305,7 @@ class BanditAgent:
     def observe(self, state: AgentState, context, action, reward) -> AgentState:
         """Update the belief with the reward of the pulled arm (then the time update ``predict``)."""
         self._check_ready(state)
+        self._check_context(jax.tree_util.tree_map(jnp.asarray, context))
         if not _is_traced((context, action, reward)):
             from banditkit.validation import check_action, check_finite
 
@@ -318,6 +322,17 @@ class BanditAgent:
     def _check_ready(self, state):
         if self._template is None or not isinstance(state, AgentState):
             raise RuntimeError("call agent.init(key, example_context) first and pass the state it returns")
+
+    def _check_context(self, context):
+        """The context has the shapes of the example given to ``init`` (static, so this works under jit too)."""
+        shapes = [tuple(jnp.shape(c)) for c in jax.tree_util.tree_leaves(context)]
+        if shapes != self._context_shapes:
+            want = self._context_shapes[0] if len(self._context_shapes) == 1 else self._context_shapes
+            got = shapes[0] if len(shapes) == 1 else shapes
+            raise ValueError(
+                f"context has shape {got} but the agent was initialised with contexts of shape {want}"
+                + (" (per-arm: one feature row per arm)" if self.per_arm else "")
+            )
 
     # ---------------------------------------------------------------------------------------------------------
     def warmup(self, key: Array, state: AgentState) -> AgentState:

@@ -162,6 +162,11 @@ def make_agent(
     """
     post_name, pol_name = parse_spec(spec)
     u = getattr(env, "unwrapped", env)
+    if getattr(u, "task", "bandit") == "bo":
+        raise ValueError(
+            "this is a Bayesian-optimisation env (continuous actions): use bk.BayesOpt or bk.bo.optimize with "
+            f"surrogate={post_name!r}, not a BanditAgent"
+        )
     if not hasattr(u, "num_actions"):
         raise TypeError(f"make_agent needs a banditkit environment (with num_actions), got {type(u).__name__}")
     default, per_arm = default_model(u, post_name)
