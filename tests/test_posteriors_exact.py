@@ -60,22 +60,42 @@ def kalman_oracle(theta0, v0, designs, ys, r, q, g, x_star_design, *, prior_mean
     return np.array(means), np.array(pmeans), np.array(pcovs)
 
 
+FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+
+
+def compiled_call(fn, *args):
+    """``jax.jit(fn)(*args)`` compiled with LLVM's cheap pipeline (compile time dominates these tiny runs)."""
+    lowered = jax.jit(fn).lower(*args)
+    try:
+        exe = lowered.compile(FAST_COMPILE)
+    except Exception:  # pragma: no cover - a JAX without compiler options
+        exe = lowered.compile()
+    return [np.asarray(a) for a in exe(*args)]
+
+
+def _scan_outputs(post, params, xs, ys, x_star):
+    state = post.init(params)
+
+    def body(s, xy):
+        s = post.update(post.predict(s), xy[0], xy[1])
+        m, c = post.predictive(s, x_star)
+        flat = jax.flatten_util.ravel_pytree(post.mean(s))[0]
+        return s, (flat, m, c)
+
+    return jax.lax.scan(body, state, (xs, ys))[1]
+
+
 def run_backend(post, params, xs, ys, x_star):
     """``lax.scan`` of predict → update; returns flat means, predictive means and covariances at ``x_star``."""
+    return compiled_call(lambda p, a, b: _scan_outputs(post, p, a, b, x_star), params, xs, ys)
 
-    @jax.jit
-    def go(params, xs, ys):
-        state = post.init(params)
 
-        def body(s, xy):
-            s = post.update(post.predict(s), xy[0], xy[1])
-            m, c = post.predictive(s, x_star)
-            flat = jax.flatten_util.ravel_pytree(post.mean(s))[0]
-            return s, (flat, m, c)
-
-        return jax.lax.scan(body, state, (xs, ys))[1]
-
-    return [np.asarray(a) for a in go(params, xs, ys)]
+def run_configs(build, configs, params, xs, ys, x_star):
+    """:func:`run_backend` for every ``(q, γ)`` in ``configs``, hyper-parameters traced: one compiled graph."""
+    qs = jnp.array([c[0] for c in configs])
+    gs = jnp.array([c[1] for c in configs])
+    fn = lambda p, a, b: jax.vmap(lambda q, g: _scan_outputs(build(q, g), p, a, b, x_star))(qs, gs)
+    return compiled_call(fn, params, xs, ys)
 
 
 def _data(seed=0):
@@ -111,24 +131,28 @@ def _factories():
     }
 
 
-@pytest.mark.parametrize("q,g", CONFIGS, ids=["stationary", "drift+forgetting"])
 @pytest.mark.parametrize("name", ["ekf", "linear", "subspace_ekf", "lofi", "lrkf"])
-def test_full_rank_backends_equal_kalman_oracle(x64, name, q, g):
+def test_full_rank_backends_equal_kalman_oracle(x64, name):
     params, xs, ys, x_star = _data()
     theta0 = np.concatenate([params["b"], params["w"].ravel()])
     n = theta0.size
-    if name == "lrkf" and q > 0:
+    configs = CONFIGS
+    if name == "lrkf":
         # lrkf folds q into its factor *after* the measurement update (seed 003's P_{d,+q} surrogate), so it is
         # exact only for q = 0 (its docstring says so); forgetting γ < 1 is still checked exactly.
-        q = 0.0
-    post = _factories()[name](q, g, n)
-    means, pm, pc = run_backend(post, jax.tree_util.tree_map(jnp.asarray, params), xs, ys, x_star)
-    o_means, o_pm, o_pc = kalman_oracle(theta0, V0, [lin_design(x) for x in xs], ys, R_VAR, q, g, lin_design(x_star))
-    np.testing.assert_allclose(means, o_means, atol=ATOL, rtol=1e-8)
-    np.testing.assert_allclose(pm, o_pm, atol=ATOL, rtol=1e-8)
-    np.testing.assert_allclose(pc, o_pc, atol=ATOL, rtol=1e-8)
-    # the run really moved away from the prior (a test that cannot pass by doing nothing)
-    assert np.abs(o_means[-1] - theta0).max() > 0.05
+        configs = [(0.0, g) for _, g in CONFIGS]
+    build = lambda q, g: _factories()[name](q, g, n)
+    outs = run_configs(build, configs, jax.tree_util.tree_map(jnp.asarray, params), xs, ys, x_star)
+    for i, (q, g) in enumerate(configs):
+        means, pm, pc = (o[i] for o in outs)
+        o_means, o_pm, o_pc = kalman_oracle(
+            theta0, V0, [lin_design(x) for x in xs], ys, R_VAR, q, g, lin_design(x_star)
+        )
+        np.testing.assert_allclose(means, o_means, atol=ATOL, rtol=1e-8, err_msg=f"q={q}, gamma={g}")
+        np.testing.assert_allclose(pm, o_pm, atol=ATOL, rtol=1e-8, err_msg=f"q={q}, gamma={g}")
+        np.testing.assert_allclose(pc, o_pc, atol=ATOL, rtol=1e-8, err_msg=f"q={q}, gamma={g}")
+        # the run really moved away from the prior (a test that cannot pass by doing nothing)
+        assert np.abs(o_means[-1] - theta0).max() > 0.05
 
 
 def hidden_apply(p, x):
@@ -159,8 +183,7 @@ def test_hilofi_frozen_hidden_equals_oracle_on_last_layer(x64):
 
 
 @pytest.mark.parametrize("method", ["variational", "decoupled"])
-@pytest.mark.parametrize("q,g", CONFIGS, ids=["stationary", "drift+forgetting"])
-def test_diag_ekf_exact_when_posterior_stays_diagonal(x64, method, q, g):
+def test_diag_ekf_exact_when_posterior_stays_diagonal(x64, method):
     """Each observation touches one parameter (one-hot design) ⇒ the exact posterior is diagonal."""
     rng = np.random.default_rng(2)
     d = 4
@@ -169,13 +192,15 @@ def test_diag_ekf_exact_when_posterior_stays_diagonal(x64, method, q, g):
     ys = rng.normal(size=(T, 1))
     x_star = np.eye(d)[idx[-1]]
     theta0 = rng.normal(size=d)
-    post = P_.diag_ekf(lambda p, x: jnp.atleast_1d(x @ p), Gaussian(R_VAR), init_cov=V0, dynamics_cov=q,
-                       forgetting=g, method=method)
-    means, pm, pc = run_backend(post, jnp.asarray(theta0), xs, ys, x_star)
-    o_means, o_pm, o_pc = kalman_oracle(theta0, V0, [x[None, :] for x in xs], ys, R_VAR, q, g, x_star[None, :])
-    np.testing.assert_allclose(means, o_means, atol=ATOL, rtol=1e-8)
-    np.testing.assert_allclose(pm, o_pm, atol=ATOL, rtol=1e-8)
-    np.testing.assert_allclose(pc, o_pc, atol=ATOL, rtol=1e-8)
+    build = lambda q, g: P_.diag_ekf(lambda p, x: jnp.atleast_1d(x @ p), Gaussian(R_VAR), init_cov=V0,
+                                     dynamics_cov=q, forgetting=g, method=method)
+    outs = run_configs(build, CONFIGS, jnp.asarray(theta0), xs, ys, x_star)
+    for i, (q, g) in enumerate(CONFIGS):
+        means, pm, pc = (o[i] for o in outs)
+        o_means, o_pm, o_pc = kalman_oracle(theta0, V0, [x[None, :] for x in xs], ys, R_VAR, q, g, x_star[None, :])
+        np.testing.assert_allclose(means, o_means, atol=ATOL, rtol=1e-8)
+        np.testing.assert_allclose(pm, o_pm, atol=ATOL, rtol=1e-8)
+        np.testing.assert_allclose(pc, o_pc, atol=ATOL, rtol=1e-8)
 
 
 def test_diag_ekf_is_not_full_ekf_with_correlated_design(x64):
@@ -211,10 +236,17 @@ def test_linear_nig_equals_closed_form_posterior(x64, model):
         post = P_.linear(lin_apply, Gaussian(123.0), init_cov=v0, noise="nig", a0=a0, b0=b0)
         params = jax.tree_util.tree_map(jnp.asarray, params_np)
         theta0 = np.concatenate([params_np["b"], params_np["w"].ravel()])
-    state = post.init(params)
-    upd = jax.jit(post.update)
-    for x, y in zip(xs, ys, strict=True):
-        state = upd(state, x, y)
+    n_draws = 20000 if model == "dot_scalar" else 1
+
+    def go(params, xs, ys, keys):
+        state = post.init(params)
+        state = jax.lax.scan(lambda s, xy: (post.update(s, xy[0], xy[1]), None), state, (xs, ys))[0]
+        draws = jax.vmap(lambda k: jax.flatten_util.ravel_pytree(post.sample(k, state))[0])(keys)
+        return (state, *post.predictive(state, x_star), draws)
+
+    keys = jax.random.split(jax.random.PRNGKey(0), n_draws)
+    lowered = jax.jit(go).lower(params, xs, ys, keys)
+    state, m, c, draws = jax.tree_util.tree_map(np.asarray, lowered.compile(FAST_COMPILE)(params, xs, ys, keys))
     x_mat = np.concatenate(designs, axis=0)
     y_vec = np.concatenate(list(ys))
     s0_inv = np.eye(theta0.size) / v0
@@ -226,15 +258,11 @@ def test_linear_nig_equals_closed_form_posterior(x64, model):
     np.testing.assert_allclose(state.cov, sig_n, atol=1e-9)
     np.testing.assert_allclose(state.a, a_n, atol=1e-12)
     np.testing.assert_allclose(state.b, b_n, rtol=1e-9)
-    m, c = jax.jit(post.predictive)(state, x_star)
     np.testing.assert_allclose(m, h_star @ mu_n, atol=1e-9)
     np.testing.assert_allclose(c, b_n / (a_n - 1) * (h_star @ sig_n @ h_star.T + np.eye(h_star.shape[0])), rtol=1e-9)
     if model != "dot_scalar":
         return
     # two-level Thompson draw: Cov[θ] = E[σ²] Σ = b/(a−1) Σ  (Monte Carlo, 20k draws; one model is enough)
-    draws = jax.jit(jax.vmap(lambda k: jax.flatten_util.ravel_pytree(post.sample(k, state))[0]))(
-        jax.random.split(jax.random.PRNGKey(0), 20000)
-    )
     emp = np.cov(np.asarray(draws).T)
     np.testing.assert_allclose(np.asarray(draws).mean(0), mu_n, atol=0.05 * np.sqrt(np.diag(sig_n)).max() + 1e-3)
     np.testing.assert_allclose(emp, b_n / (a_n - 1) * sig_n, atol=0.06 * (b_n / (a_n - 1)) * np.abs(sig_n).max())

@@ -1,0 +1,319 @@
+"""The functional contract, checked on EVERY backend in ``bk.posteriors.REGISTRY`` (collected at import time, so
+backends written later are covered as they land) plus ``subspace_ekf``.
+
+For each backend, on a tiny MLP, inside ONE ``jax.jit``: ``vmap`` over init keys (independent states per seed),
+``lax.scan`` over time of ``predict → update``; ``predictive`` shapes, ``sample``/``mean`` return the params
+pytree; ``dynamics_cov > 0`` and ``forgetting < 1`` (when the factory takes them) change the state of the scanned
+run relative to the stationary run.  Classification: ``Bernoulli`` and ``Categorical`` updates on a logistic
+problem raise the predicted probability of the observed labels and stay finite with huge logits.
+
+Per-backend keyword arguments come from a table of small sizes filtered by each factory's signature (an
+unknown backend gets the entries its signature accepts, e.g. ``example_x``, ``buffer_size``).
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import banditkit as bk
+from banditkit.likelihoods import Bernoulli, Categorical, Gaussian
+from banditkit.models.nets import MLP
+from banditkit.posteriors.kalman_last_layer import current_forgetting
+
+P_ = bk.posteriors
+D_IN, T = 3, 6
+X0 = jnp.zeros(D_IN)
+
+# small sizes, passed to a factory only when its signature has the argument
+SMALL = dict(
+    rank=3, rank_last=2, buffer_size=8, train_every=3, n_train_steps=3, n_inner=3, batch_size=None,
+    n_samples=8, num_samples=8, n_probes=2, example_x=X0,
+)
+# per-backend overrides (only where a default would make the behavioural checks meaningless at T steps)
+OVERRIDES = {
+    "vbll": dict(learning_rate=1e-2),
+    "online_vbll": dict(learning_rate=1e-2),
+    "last_layer_laplace": dict(learning_rate=1e-2),
+}
+
+
+def _template(out):
+    return MLP(features=(4,), out=out).init(jax.random.PRNGKey(0), X0)
+
+
+NAMES = sorted(P_.REGISTRY) + ["subspace_ekf"]
+
+
+def factory(name, out):
+    if name != "subspace_ekf":
+        return P_.REGISTRY[name]
+    basis, _ = P_.subspace_random(jax.random.PRNGKey(7), _template(out), 5)  # offset: the params given to init
+    return lambda apply_fn, likelihood, **kw: P_.subspace_ekf(apply_fn, likelihood, basis=basis, **kw)
+
+
+def accepted(name) -> set[str]:
+    target = P_.subspace_ekf if name == "subspace_ekf" else P_.REGISTRY[name]
+    return set(inspect.signature(target).parameters)
+
+
+def make(name, out, apply_fn, likelihood, **hyper):
+    ok = accepted(name)
+    kw = {k: v for k, v in SMALL.items() if k in ok}
+    kw.update(OVERRIDES.get(name, {}))
+    kw.update(hyper)
+    return factory(name, out)(apply_fn, likelihood, **kw)
+
+
+def _model(out):
+    model = MLP(features=(4,), out=out)
+    return model, model.apply
+
+
+def _stream(key, n, out):
+    kx, kw = jax.random.split(key)
+    xs = jax.random.normal(kx, (n, D_IN))
+    w = jax.random.normal(kw, (D_IN, out))
+    return xs, jnp.tanh(xs @ w)
+
+
+def _run(post, params, xs, ys):
+    state = post.init(params)
+
+    def body(s, xy):
+        return post.update(post.predict(s), xy[0], xy[1]), None
+
+    return jax.lax.scan(body, state, (xs, ys))[0]
+
+
+def _max_diff(a, b):
+    """Largest absolute difference over the floating leaves of two (numpy) state pytrees."""
+    return max(float(np.max(np.abs(np.asarray(u, np.float64) - np.asarray(v, np.float64))))
+               for u, v in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True)
+               if np.issubdtype(np.asarray(u).dtype, np.floating))
+
+
+# Compile time dominates these tests: compile with LLVM's cheap pipeline (the graphs are tiny; results are the
+# same maths).  Falls back to the default compiler if this JAX does not take the options.
+FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+
+
+def compiled_call(fn, *args):
+    lowered = jax.jit(fn).lower(*args)
+    try:
+        exe = lowered.compile(FAST_COMPILE)
+    except Exception:  # pragma: no cover - older/newer JAX without compiler options
+        exe = lowered.compile()
+    return exe(*args)
+
+
+def _run_configs(name, out, apply_fn, lik, params, xs, ys, configs):
+    """Final states of the scanned run for each ``(dynamics_cov, forgetting)`` config, stacked on axis 0.
+
+    The hyper-parameters are traced (``vmap`` over configs: one compiled graph); a backend that needs them as
+    Python numbers falls back to one graph per config.
+    """
+    ok = accepted(name)
+
+    def hyper(q, g):
+        return {k: v for k, v in (("dynamics_cov", q), ("forgetting", g)) if k in ok}
+
+    qs = jnp.array([c[0] for c in configs])
+    gs = jnp.array([c[1] for c in configs])
+    try:
+        return jax.vmap(lambda q, g: _run(make(name, out, apply_fn, lik, **hyper(q, g)), params, xs, ys))(qs, gs)
+    except (jax.errors.ConcretizationTypeError, jax.errors.TracerBoolConversionError, TypeError):
+        runs = [_run(make(name, out, apply_fn, lik, **hyper(q, g)), params, xs, ys) for q, g in configs]
+        return jax.tree_util.tree_map(lambda *a: jnp.stack(a), *runs)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_contract_jit_vmap_scan_dynamics(name):
+    out = 2
+    model, apply_fn = _model(out)
+    ok = accepted(name)
+    lik = Gaussian(0.5)
+    post = make(name, out, apply_fn, lik)
+    configs = [(0.0, 1.0)]
+    if "dynamics_cov" in ok:
+        configs.append((0.5, 1.0))
+    if "forgetting" in ok:
+        configs.append((0.0, 0.5))
+    x_star = jnp.ones(D_IN)
+
+    def one_seed(key):
+        k_init, k_data, k_sample = jax.random.split(key, 3)
+        params = model.init(k_init, X0)
+        xs, ys = _stream(k_data, T, out)
+        states = _run_configs(name, out, apply_fn, lik, params, xs, ys, configs)
+        state = jax.tree_util.tree_map(lambda a: a[0], states)  # the stationary run
+        post.init(params)  # this instance has not seen the params yet (the runs used their own instances)
+        m, c = post.predictive(state, x_star)
+        return states, m, c, post.sample(k_sample, state), post.mean(state)
+
+    keys = jax.random.split(jax.random.PRNGKey(1), 2)
+    states, m, c, draw, point = jax.tree_util.tree_map(np.asarray, compiled_call(jax.vmap(one_seed), keys))
+
+    # assertions in numpy: eager jnp ops would each compile
+    params0 = _template(out)
+    assert m.shape == (2, out) and c.shape == (2, out, out), (m.shape, c.shape)
+    for tree in (draw, point):
+        assert jax.tree_util.tree_structure(tree) == jax.tree_util.tree_structure(params0)
+        for leaf, ref in zip(jax.tree_util.tree_leaves(tree), jax.tree_util.tree_leaves(params0), strict=True):
+            assert leaf.shape == (2, *ref.shape)
+            assert np.all(np.isfinite(leaf))
+    assert np.all(np.isfinite(m)) and np.all(np.isfinite(c))
+    np.testing.assert_allclose(c, np.swapaxes(c, 1, 2), rtol=1e-5, atol=1e-6)
+    assert np.all(np.linalg.eigvalsh(c) > 0), "predictive covariance must be positive definite"
+    # vmap over init keys gives independent states (seeds differ)
+    assert np.max(np.abs(m[0] - m[1])) > 1e-6
+    # drift and forgetting really act inside the scanned run (compare with the stationary run, per seed)
+    stationary = jax.tree_util.tree_map(lambda a: a[:, 0], states)
+    for i, (q, _g) in enumerate(configs[1:], start=1):
+        other = jax.tree_util.tree_map(lambda a, i=i: a[:, i], states)
+        what = "dynamics_cov" if q > 0 else "forgetting"
+        assert _max_diff(other, stationary) > 1e-4, f"{name}: {what} had no effect on the scanned state"
+
+
+def _logistic(key, n, out):
+    kx, kw = jax.random.split(key)
+    xs = 2.0 * jax.random.normal(kx, (n, D_IN))
+    w = 3.0 * jax.random.normal(kw, (D_IN, max(out, 2)))
+    logits = xs @ w
+    if out == 1:
+        return xs, (logits[:, :1] > 0).astype(jnp.float32)
+    return xs, jax.nn.one_hot(jnp.argmax(logits, -1), out)
+
+
+def _stack(*trees):
+    return jax.tree_util.tree_map(lambda *a: jnp.stack(a), *trees)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_classification_moves_toward_labels_and_stays_finite(name):
+    n = 12
+    cases = []
+    for out, lik in ((1, Bernoulli()), (3, Categorical())):
+        model, apply_fn = _model(out)
+        try:
+            post = make(name, out, apply_fn, lik)
+        except (TypeError, ValueError) as e:  # a documented restriction (e.g. a Gaussian-only regression head)
+            print(f"{name} rejects {lik.name}: {e}")
+            continue
+        xs, ys = _logistic(jax.random.PRNGKey(3), n, out)
+        cases.append((lik.name, post, model, xs, ys))
+    if not cases:
+        pytest.skip(f"{name} accepts neither Bernoulli nor Categorical")
+
+    def go(key):
+        res = {}
+        for lik_name, post, model, xs, ys in cases:
+            params = model.init(key, X0)
+            # near-certain predictions: the same net with its head scaled so the logits are huge, fed labels
+            # that contradict them
+            huge = jax.tree_util.tree_map_with_path(
+                lambda p, v: v * 1e3 if "head" in jax.tree_util.keystr(p) else v, params
+            )
+            flipped = 1.0 - ys if ys.shape[-1] == 1 else ys[:, ::-1]
+            x2, y2 = jnp.concatenate([xs, xs]), jnp.concatenate([ys, ys])
+            y2_h = jnp.concatenate([flipped, flipped])
+            states = jax.vmap(lambda p, y, post=post, x2=x2: _run(post, p, x2, y))(
+                _stack(params, huge), _stack(y2, y2_h)
+            )
+            # [prior, after the stream, huge logits after contradicting labels]
+            three = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), post.init(params), states)
+            means, covs = jax.vmap(lambda s, post=post, xs=xs: jax.vmap(lambda x: post.predictive(s, x))(xs))(three)
+            if ys.shape[-1] == 1:
+                p_lab = jnp.mean(jnp.sum(ys * means + (1 - ys) * (1 - means), -1), -1)
+            else:
+                p_lab = jnp.mean(jnp.sum(ys * means, -1), -1)
+            state_h = jax.tree_util.tree_map(lambda a: a[1], states)
+            fin = jnp.array([jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree_util.tree_leaves(state_h)
+                             if jnp.issubdtype(leaf.dtype, jnp.floating)]).all()
+            res[lik_name] = (p_lab[0], p_lab[1], fin & jnp.all(jnp.isfinite(means[2])) & jnp.all(jnp.isfinite(covs[2])))
+        return res
+
+    checks = compiled_call(go, jax.random.PRNGKey(4))
+    for lik_name, (before, after, finite) in checks.items():
+        assert bool(finite), f"{name}/{lik_name}: non-finite state or predictive after huge-logit updates"
+        assert float(after) > float(before) + 0.02, f"{name}/{lik_name}: p(labels) {before:.3f} -> {after:.3f}"
+
+
+def test_kalman_last_layer_learns_forgetting_on_switching_stream():
+    """The labelling rule flips sign half-way: the learned γ stays ≈ 1 before and drops below 1 after."""
+    model = MLP(features=(8,), out=1)
+    params = model.init(jax.random.PRNGKey(0), X0)
+    post = P_.kalman_last_layer(model.apply, Gaussian(0.05), init_cov=1.0, forgetting=1.0, forgetting_lr=1e-2)
+    n = 60
+    xs = jax.random.normal(jax.random.PRNGKey(1), (n, D_IN))
+    feats = jax.vmap(lambda x: model.apply(params, x, return_features=True))(xs)
+    w = jax.random.normal(jax.random.PRNGKey(2), (feats.shape[1],))
+    sign = jnp.where(jnp.arange(n) < n // 2, 1.0, -1.0)
+    ys = (sign * (feats @ w))[:, None]
+
+    @jax.jit
+    def go(params):
+        def body(s, xy):
+            s = post.update(post.predict(s), xy[0], xy[1])
+            return s, current_forgetting(s)
+
+        return jax.lax.scan(body, post.init(params), (xs, ys))[1]
+
+    gammas = np.asarray(go(params))
+    assert np.all(np.isfinite(gammas))
+    before, after = gammas[n // 2 - 1], gammas[-1]
+    assert before > 0.99, gammas
+    assert after < 0.98 and after < before - 0.01, gammas
+
+
+def test_subspace_from_sgd_basis_follows_the_trajectory():
+    model = MLP(features=(6,), out=2)
+    params = model.init(jax.random.PRNGKey(0), X0)
+    xs, ys = _stream(jax.random.PRNGKey(5), 32, 2)
+    basis, offset = P_.subspace_from_sgd(model.apply, params, xs, ys, dim=3, n_iters=60, skip=2, learning_rate=0.05)
+    theta0 = jax.flatten_util.ravel_pytree(params)[0]
+    assert basis.shape == (theta0.size, 3) and offset.shape == theta0.shape
+    np.testing.assert_allclose(basis.T @ basis, np.eye(3), atol=1e-5)
+    space = P_.ParamSpace(params)
+
+    def loss(theta):
+        f = jax.vmap(lambda x: model.apply(space.unravel(theta), x))(xs)
+        return jnp.mean(jnp.sum((f - ys) ** 2, -1))
+
+    assert float(loss(offset)) < 0.7 * float(loss(theta0))
+    travel = offset - theta0
+    captured = jnp.linalg.norm(basis.T @ travel) / jnp.linalg.norm(travel)
+    assert float(captured) > 0.9, float(captured)
+    # the subspace filter starts at the least-squares coordinates: mean(init(params)) = projection onto θ* + span(A)
+    post = P_.subspace_ekf(model.apply, Gaussian(0.1), basis=basis, offset=offset)
+    mean0 = jax.flatten_util.ravel_pytree(post.mean(post.init(params)))[0]
+    proj = offset + basis @ (basis.T @ (theta0 - offset))
+    np.testing.assert_allclose(mean0, proj, atol=1e-4)
+
+
+def test_bad_inputs_raise_clear_errors():
+    model, apply_fn = _model(2)
+    with pytest.raises(ValueError, match="method"):
+        P_.diag_ekf(apply_fn, method="full")
+    with pytest.raises(ValueError, match="forgetting"):
+        P_.diag_ekf(apply_fn, forgetting=1.5)
+    with pytest.raises(ValueError, match="dynamics_cov"):
+        P_.kalman_last_layer(apply_fn, dynamics_cov=-1.0)
+    with pytest.raises(ValueError, match="link"):
+        P_.kalman_last_layer(apply_fn, link="probit")
+    with pytest.raises(ValueError, match="basis"):
+        P_.subspace_ekf(apply_fn, basis=None)
+    post = P_.subspace_ekf(apply_fn, basis=jnp.eye(5))
+    with pytest.raises(ValueError, match="rows"):
+        post.init(_template(2))
+    with pytest.raises(ValueError, match="last_layer"):
+        P_.kalman_last_layer(apply_fn, last_layer="nope").init(_template(2))
+    xs, ys = _stream(jax.random.PRNGKey(0), 4, 2)
+    with pytest.raises(ValueError, match="dim"):
+        P_.subspace_from_sgd(apply_fn, _template(2), xs, ys, dim=50, n_iters=20)
+    with pytest.raises(ValueError, match="loss"):
+        P_.subspace_from_sgd(apply_fn, _template(2), xs, ys, dim=2, n_iters=20, loss="hinge")
