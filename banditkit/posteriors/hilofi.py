@@ -47,7 +47,7 @@ import jax.numpy as jnp
 
 from banditkit import linalg
 from banditkit.likelihoods import Gaussian, Likelihood
-from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, linearize_blocks
+from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs
 
 Array = jax.Array
 
@@ -80,6 +80,30 @@ def _check_rank(name: str, value, allow_none: bool = False) -> None:
         return
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+def linearize_tree(apply_fn: ApplyFn, params, x, likelihood: Likelihood, space, split: bool):
+    """``(ŷ, J, R)`` with the Jacobian taken w.r.t. the parameter *pytree* and flattened afterwards.
+
+    Same result as :func:`banditkit.posteriors.base.linearize` / ``linearize_blocks``, but differentiating the
+    pytree (not a flat vector that is sliced inside the model) avoids a chain of ``pad`` + ``add`` over ``P``
+    entries per leaf in the backward pass; the leaves are concatenated once.  ``split=True`` returns
+    ``(ŷ, H̃ (C, D_h), L̃ (C, D_ℓ), R)`` in :meth:`ParamSpace.split` order, else ``(ŷ, J (C, P), R)`` in ravel order.
+    """
+
+    def mean_and_aux(p):
+        f = jnp.atleast_1d(apply_fn(p, x))
+        return likelihood.mean(f), f
+
+    jac, f = jax.jacrev(mean_and_aux, has_aux=True)(params)
+    c = f.shape[0]
+    leaves = [jnp.reshape(leaf, (c, -1)) for leaf in jax.tree_util.tree_leaves(jac)]
+    yhat, r = likelihood.mean(f), likelihood.cov(f)
+    if not split:
+        return yhat, jnp.concatenate(leaves, axis=1), r
+    hid = [leaf for leaf, last in zip(leaves, space.is_last, strict=True) if not last]
+    lst = [leaf for leaf, last in zip(leaves, space.is_last, strict=True) if last]
+    return yhat, jnp.concatenate(hid, axis=1), jnp.concatenate(lst, axis=1), r
 
 
 @partial(jax.jit, static_argnums=(1, 2, 4))
@@ -158,10 +182,6 @@ def hilofi(
         zero = jnp.zeros((), dt)
         return HiLoFiState(h, ell, c_h, g_h, c_l, g_l, zero, zero)
 
-    def _obs_fn(x):
-        space = cell.space
-        return lambda hh, ll: apply_fn(space.merge(hh, ll), x)
-
     def predict(state: HiLoFiState) -> HiLoFiState:
         dt = state.mean_hidden.dtype
         g = jnp.asarray(forgetting, dt)
@@ -187,7 +207,9 @@ def hilofi(
 
     def _blocks(state: HiLoFiState, x):
         """Linearise and return the pieces of ``S``: ``(ŷ, H̃, L̃, R, A_h, S_h, B_ℓ, S_ℓ)``."""
-        yhat, jh, jl, r = linearize_blocks(_obs_fn(x), state.mean_hidden, state.mean_last, likelihood)
+        space = cell.space
+        params = space.merge(state.mean_hidden, state.mean_last)
+        yhat, jh, jl, r = linearize_tree(apply_fn, params, x, likelihood, space, split=True)
         a_h = state.cov_hidden @ jh.T  # (d, C)
         s_h = a_h.T @ a_h
         if use_qh:

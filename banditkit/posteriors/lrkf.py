@@ -29,8 +29,8 @@ import jax.numpy as jnp
 
 from banditkit import linalg
 from banditkit.likelihoods import Gaussian, Likelihood
-from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, linearize
-from banditkit.posteriors.hilofi import _check, _check_rank, _is_zero, _lowrank_init
+from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs
+from banditkit.posteriors.hilofi import _check, _check_rank, _is_zero, _lowrank_init, linearize_tree
 
 Array = jax.Array
 
@@ -78,10 +78,6 @@ def lrkf(
         c, g = _lowrank_init(base_key, rank, mu.size, init_cov, mu.dtype)
         return LRKFState(mu, c, g, jnp.zeros((), mu.dtype))
 
-    def _obs_fn(x):
-        space = cell.space
-        return lambda t: apply_fn(space.unravel(t), x)
-
     def predict(state: LRKFState) -> LRKFState:
         dt = state.mean.dtype
         g = jnp.asarray(forgetting, dt)
@@ -90,7 +86,8 @@ def lrkf(
         )
 
     def _pieces(state: LRKFState, x):
-        yhat, jac, r = linearize(_obs_fn(x), state.mean, likelihood)
+        space = cell.space
+        yhat, jac, r = linearize_tree(apply_fn, space.unravel(state.mean), x, likelihood, space, split=False)
         a = state.cov @ jac.T  # (d, C)
         s = a.T @ a + r
         if use_q:
