@@ -25,6 +25,7 @@ from __future__ import annotations
 import inspect
 
 from banditkit.agents.bandit import BanditAgent, backends
+from banditkit.likelihoods import Gaussian
 from banditkit.models import MLP, EmbeddingMLP, LeNet5
 from banditkit.policies import rules as _rules
 
@@ -180,7 +181,9 @@ def make_agent(
         pkw.update(policy_kwargs or {})
         policy = _rules.POLICIES[pol_name](**pkw)
     kwargs = dict(per_arm=per_arm)
-    kwargs["reward_scale"] = reward_scale(u)
+    lik = agent_kwargs.get("likelihood")
+    if lik is None or isinstance(lik, Gaussian):  # Bernoulli/Categorical observations stay in {0, 1}
+        kwargs["reward_scale"] = reward_scale(u)
     if post_name == "subspace_ekf":
         kwargs["warmup_steps"] = 10 * int(u.num_actions)
     kwargs.update(agent_kwargs)
