@@ -61,7 +61,8 @@ def main(argv=None) -> None:
     source = f"REAL KuaiRec files from {args.data_dir}" if real else "SYNTHETIC look-alike (no --data-dir given)"
     chosen = common.select(agents(), args.agents)
     print(f"== KuaiRec ({source}): {list(chosen)}, {args.steps} steps, {args.seeds} seeds", flush=True)
-    res = common.run_agents(env, chosen, args.steps, args.seeds, progress=args.progress)
+    res = common.run_agents(env, chosen, args.steps, args.seeds, progress=args.progress,
+                                 max_agent_s=args.max_agent_s)
 
     def watch_ratio(df):
         return np.expm1(df["reward"])
@@ -87,7 +88,8 @@ def main(argv=None) -> None:
                  "seeds (seeds differ in the network initialisation and the Thompson draws)",
         full_command="python benchmarks/bench_kuairec.py --data-dir <KuaiRec 2.0 data folder> --steps 200000 "
                      "--shuffle --seeds 10",
-        reward_fn=watch_ratio, reward_label="cum. watch ratio", extra_md=daily_md,
+        reward_fn=watch_ratio, reward_label="cum. watch ratio",
+        extra_md=common.references(env, args.steps, args.seeds, np.expm1) + "\n\n" + daily_md,
         notes=["The paper reports HiLoFi with the highest average daily reward and LRKF ≈ LoFi; on the real data "
                "the authors' notebook printed total rewards HiLoFi 244,288 and LRKF 220,973 (200,000 rounds).",
                "`final cum. regret` is in log1p(watch ratio) units (the observed reward), against the best video of "

@@ -39,7 +39,8 @@ def _seed003(args) -> None:
     env = gym.make("banditkit/MNIST-v0", max_steps=args.steps, replace=True)
     agents = common.select(common.seed003_agents(), args.agents)
     print(f"== MNIST seed003: {list(agents)}, {args.steps} steps, {args.seeds} seeds", flush=True)
-    res = common.run_agents(env, agents, args.steps, args.seeds, progress=args.progress)
+    res = common.run_agents(env, agents, args.steps, args.seeds, progress=args.progress,
+                                 max_agent_s=args.max_agent_s)
     s = common.summary(common.per_seed(res), list(res.timing)) if res.timing else None
     floors = []
     if s is not None and "hilofi_ts" in s.index:
@@ -53,7 +54,7 @@ def _seed003(args) -> None:
         res, args.out, "mnist_seed003", title="MNIST bandit, seed 003 protocol (LeNet5)",
         protocol=f"{args.steps} steps × {args.seeds} seeds, images drawn with replacement, LeNet5 (ELU)",
         full_command="python benchmarks/bench_mnist.py --protocol seed003 --steps 40000 --seeds 10",
-        floors=floors,
+        floors=floors, extra_md=common.references(env, args.steps, args.seeds),
         notes=["Rewards are 0/1 (the bsuite ±1 reward mapped by (r+1)/2, as the authors' code did).",
                "All Bayesian agents observe the 0/1 reward of the pulled arm through a Gaussian likelihood "
                "(banditkit's agent default, obs. noise 0.1); the authors used a moment-matched classification "
@@ -73,7 +74,8 @@ def _seed002(args) -> None:
                                        nl_lr=0.01, model=model)
         agents = common.select(agents, args.agents)
         print(f"== MNIST seed002 {mname}: {list(agents)}, {args.steps} steps, {args.seeds} seeds", flush=True)
-        res = common.run_agents(env, agents, args.steps, args.seeds, progress=args.progress)
+        res = common.run_agents(env, agents, args.steps, args.seeds, progress=args.progress,
+                                 max_agent_s=args.max_agent_s)
         s = common.summary(common.per_seed(res), list(res.timing)) if res.timing else None
         floors = []
         if s is not None and mname == "lenet5" and "ekf_sub_svd" in s.index:
@@ -98,7 +100,7 @@ def _seed002(args) -> None:
                      f"{mname}, Thompson sampling",
             full_command=f"python benchmarks/bench_mnist.py --protocol seed002 --models {mname} --steps 5000 "
                          "--seeds 10",
-            floors=floors,
+            floors=floors, extra_md=common.references(env, args.steps, args.seeds),
             notes=["The paper's numbers (read off its figure, ±50): EKF-Sub-SVD ≈4040 (MLP1) / ≈4400 (LeNet5); "
                    "NL-Unlim ≈3000 / ≈3350; Lin ≈1450; EKF-Orig-Diag ≈540.",
                    "Random-subspace EKF: basis through the initial weights, no warm-up fit (banditkit's "

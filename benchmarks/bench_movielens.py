@@ -41,14 +41,15 @@ def main(argv=None) -> None:
     agents.update({k: extra[k] for k in ("hilofi_ts", "lofi_ts")})
     agents = common.select(agents, args.agents)
     print(f"== MovieLens: {list(agents)}, {args.steps} steps, {args.seeds} seeds", flush=True)
-    res = common.run_agents(env, agents, args.steps, args.seeds, progress=args.progress)
+    res = common.run_agents(env, agents, args.steps, args.seeds, progress=args.progress,
+                                 max_agent_s=args.max_agent_s)
     u = env.unwrapped
     common.write_outputs(
         res, args.out, "movielens", title="MovieLens-100k bandit (seed 002 protocol)",
         protocol=f"{args.steps} steps × {args.seeds} seeds, rank {args.rank}, {args.num_movies} movies, "
                  f"MLP1 (50 hidden), Thompson sampling",
         full_command="python benchmarks/bench_movielens.py --steps 5000 --seeds 10",
-        reward_label="cum. reward (ratings)",
+        reward_label="cum. reward (ratings)", extra_md=common.references(env, args.steps, args.seeds),
         notes=[f"{u.num_actions} arms; degenerate (rank = number of movies, rewards = raw ratings, 0 for unrated): "
                f"{bool(getattr(u, 'degenerate', False))}.",
                "Paper (text only, Fig. 3): EKF-subspace best by a large margin, then linear, then neural-linear, "

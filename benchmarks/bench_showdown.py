@@ -55,7 +55,8 @@ def main(argv=None) -> None:
         env = gym.make(f"banditkit/{ds}-v0", max_steps=args.steps)
         agents = common.select(agents_for(env), args.agents)
         print(f"== {ds}: {len(agents)} agents, {args.steps} steps, {args.seeds} seeds", flush=True)
-        res = common.run_agents(env, agents, args.steps, args.seeds, progress=args.progress)
+        res = common.run_agents(env, agents, args.steps, args.seeds, progress=args.progress,
+                                 max_agent_s=args.max_agent_s)
         u = env.unwrapped
         notes = [f"{ds}: {u.num_actions} arms, context dim {env.observation_space.shape}.",
                  "Random-subspace EKF: basis through the initial weights, no warm-up fit (banditkit's subspace_ekf "
@@ -68,7 +69,7 @@ def main(argv=None) -> None:
             res, args.out, f"showdown_{ds.lower()}", title=f"Showdown {ds} (seed 002 protocol)",
             protocol=f"{args.steps} steps × {args.seeds} seeds, MLP1 (50 hidden), Thompson sampling",
             full_command=f"python benchmarks/bench_showdown.py --datasets {ds} --steps 5000 --seeds 10",
-            notes=notes)
+            notes=notes, extra_md=common.references(env, args.steps, args.seeds))
         print(f"   {ds} done in {time.perf_counter() - tic:.0f}s", flush=True)
         write_overview(args.out)
 
@@ -86,8 +87,8 @@ def write_overview(out: str) -> None:
         df = pd.read_csv(path)
         s = common.summary(df, list(dict.fromkeys(df["agent"])))
         for agent, r in s.iterrows():
-            lines.append(f"| {ds} | {agent} | {r.seeds} | {r.steps} | {r.cum_reward:.1f} ± {r.cum_reward_se:.1f} | "
-                         f"{r.run_s:.1f} | {r.compile_s:.1f} |")
+            lines.append(f"| {ds} | {agent} | {int(r.seeds)} | {int(r.steps)} | "
+                         f"{r.cum_reward:.1f} ± {r.cum_reward_se:.1f} | {r.run_s:.1f} | {r.compile_s:.1f} |")
     with open(os.path.join(out, "showdown.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
 

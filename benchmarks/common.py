@@ -39,6 +39,9 @@ def parser(description: str, *, steps: int, seeds: int) -> argparse.ArgumentPars
     p.add_argument("--out", default="benchmarks/results", help="output folder")
     p.add_argument("--agents", default="", help="comma-separated subset of agent names (default: all)")
     p.add_argument("--progress", action="store_true", help="show a progress bar per agent")
+    p.add_argument("--max-agent-s", type=float, default=None,
+                   help="wall-time cap per agent (s): an agent still running after it is stopped at the end of the "
+                        "current chunk and reported with the rounds it finished (marked 'truncated')")
     return p
 
 
@@ -77,24 +80,52 @@ class Result:
     failures: dict = field(default_factory=dict)
 
 
+class _TimeCap(Exception):
+    pass
+
+
 def run_agents(env, agents: dict[str, Callable], steps: int, seeds: int | Sequence[int], *, progress: bool = False,
-               log: Callable[[str], None] = print) -> Result:
+               log: Callable[[str], None] = print, max_agent_s: float | None = None) -> Result:
     """Run each ``agents[name](env)`` (a factory returning a ``BanditAgent``) with the compiled runner.
 
     An agent whose run raises is recorded in ``failures`` (the message) and the others go on: a benchmark must
-    report a broken backend, not hide the other numbers.
+    report a broken backend, not hide the other numbers.  With ``max_agent_s`` an agent is stopped after the
+    first chunk that ends past the cap; its finished rounds are kept (``timing[name]["truncated"] = True``), with
+    ``compile_s`` ≈ first chunk's time − one chunk's run time and ``run_s`` = the chunk times after the first
+    (scaled to all finished chunks).
     """
     frames, timing, failures = [], {}, {}
+    chunk = max(25, steps // 40)
     for name, factory in agents.items():
         tic = time.perf_counter()
+        marks: list[float] = []
+        parts: list[pd.DataFrame] = []
+
+        def on_chunk(df, tic=tic, marks=marks, parts=parts):
+            marks.append(time.perf_counter())
+            parts.append(df)
+            if max_agent_s is not None and marks[-1] - tic > max_agent_s and int(df["step"].max()) < steps - 1:
+                raise _TimeCap()
+
         try:
             agent = factory(env)
-            df = bk.run(env, agent, steps, seeds, name=name, progress=progress, compiled=True)
+            t_agent = time.perf_counter()
+            df = bk.run(env, agent, steps, seeds, name=name, progress=progress, compiled=True, chunk_size=chunk,
+                        on_chunk=on_chunk)
+            t = dict(df.attrs["timing"][name], truncated=False)
+        except _TimeCap:
+            df = pd.concat(parts, ignore_index=True).sort_values(["seed", "step"]).reset_index(drop=True)
+            done = int(df["step"].max()) + 1
+            gaps = np.diff([t_agent, *marks])
+            per_chunk = float(np.mean(gaps[1:])) if len(gaps) > 1 else float(gaps[0])
+            run_s = per_chunk * len(gaps)
+            t = dict(compile_s=max(float(gaps[0]) - per_chunk, 0.0), run_s=run_s, per_step_s=run_s / done,
+                     steps=done, seeds=int(df["seed"].nunique()), mode="compiled", truncated=True)
+            log(f"[{name}] stopped by the time cap after {done} of {steps} rounds")
         except Exception as e:  # noqa: BLE001 - reported in the table
             failures[name] = f"{type(e).__name__}: {e}"
             log(f"[{name}] FAILED after {time.perf_counter() - tic:.1f}s: {failures[name][:300]}")
             continue
-        t = dict(df.attrs["timing"][name])
         t["wall_s"] = time.perf_counter() - tic
         timing[name] = t
         frames.append(df)
@@ -128,8 +159,8 @@ def per_seed(res: Result, reward_fn: Callable[[pd.DataFrame], pd.Series] | None 
         "final_regret": g["cumulative_regret"].last(),
         "steps": g["step"].count(),
     }).reset_index()
-    for col in ("compile_s", "run_s", "per_step_s", "wall_s"):
-        out[col] = out["agent"].map(lambda a, c=col: res.timing[a][c])
+    for col in ("compile_s", "run_s", "per_step_s", "wall_s", "truncated"):
+        out[col] = out["agent"].map(lambda a, c=col: res.timing[a].get(c, False))
     return out
 
 
@@ -147,6 +178,7 @@ def summary(seeds_df: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
             final_regret=g["final_regret"].mean(), final_regret_se=se(g["final_regret"]),
             compile_s=g["compile_s"].iloc[0], run_s=g["run_s"].iloc[0],
             ms_per_step=1e3 * g["per_step_s"].iloc[0],
+            truncated=bool(g["truncated"].iloc[0]) if "truncated" in g else False,
         ))
     return pd.DataFrame(rows).set_index("agent") if rows else pd.DataFrame()
 
@@ -156,8 +188,10 @@ def markdown_table(s: pd.DataFrame, reward_label: str = "cum. reward") -> str:
             "(all seeds) | ms / step (all seeds) |")
     lines = [head, "|---|---|---|---|---|---|---|---|---|"]
     for agent, r in s.iterrows():
+        if r.get("truncated", False):
+            agent = f"{agent} (truncated: time cap)"
         lines.append(
-            f"| {agent} | {r.seeds} | {r.steps} | {r.cum_reward:.1f} ± {r.cum_reward_se:.1f} | "
+            f"| {agent} | {int(r.seeds)} | {int(r.steps)} | {r.cum_reward:.1f} ± {r.cum_reward_se:.1f} | "
             f"{r.mean_reward:.4f} ± {r.mean_reward_se:.4f} | {r.final_regret:.1f} ± {r.final_regret_se:.1f} | "
             f"{r.compile_s:.1f} | {r.run_s:.1f} | {r.ms_per_step:.2f} |"
         )
@@ -191,6 +225,21 @@ def machine() -> str:
     commit = f"; banditkit at commit {commit}" if commit else ""
     return (f"{platform.machine()} CPU, {os.cpu_count()} cores shared with other users{load}; "
             f"python {platform.python_version()}, jax {jax.__version__} ({jax.default_backend()}){commit}")
+
+
+def references(env, steps: int, seeds: int, transform: Callable | None = None) -> str:
+    """Markdown line: cumulative reward of the uniform-random policy and of the oracle (best arm every round),
+    mean ± s.e. over the same seeds, from the env's expected rewards (``transform`` maps them, e.g. ``expm1``)."""
+    u = env.unwrapped
+    rnd, orc = [], []
+    for s in range(seeds):
+        e = np.asarray(u.functional(s, steps).expected, np.float64)[:steps]
+        if transform is not None:
+            e = transform(e)
+        rnd.append(e.mean(axis=1).sum())
+        orc.append(e.max(axis=1).sum())
+    return (f"**References** (same seeds and rounds): uniform-random policy {np.mean(rnd):.1f} ± {se(rnd):.1f}; "
+            f"oracle (best arm every round) {np.mean(orc):.1f} ± {se(orc):.1f}.")
 
 
 @dataclass
