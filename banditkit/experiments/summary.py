@@ -53,20 +53,31 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(key, kind="stable")
 
 
+def _fmt(v, digits: int) -> str:
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    v = float(v)
+    if not np.isfinite(v):
+        return "—"
+    if v.is_integer() and abs(v) < 1e15:
+        return str(int(v))
+    if abs(v) >= 10**digits:
+        return f"{v:.0f}"
+    return f"{v:.{digits}g}"
+
+
 def to_markdown(summary: pd.DataFrame, digits: int = 3) -> str:
     """The summary as a Markdown table with ``mean ± se`` cells (no extra dependency)."""
     cols = [c for c in summary.columns if not c.endswith("_se")]
     header = ["agent"] + cols
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for agent, row in summary.iterrows():
+    for agent in summary.index:
         cells = [str(agent)]
         for c in cols:
-            v = row[c]
+            v = summary.at[agent, c]
             if f"{c}_se" in summary.columns:
-                cells.append(f"{v:.{digits}g} ± {row[f'{c}_se']:.{digits}g}")
-            elif isinstance(v, (float, np.floating)):
-                cells.append(f"{v:.{digits}g}")
+                cells.append(f"{_fmt(v, digits)} ± {_fmt(summary.at[agent, f'{c}_se'], digits)}")
             else:
-                cells.append(str(v))
+                cells.append(_fmt(v, digits))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
