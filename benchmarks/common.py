@@ -152,10 +152,14 @@ def per_seed(res: Result, reward_fn: Callable[[pd.DataFrame], pd.Series] | None 
     if df.empty:
         return pd.DataFrame()
     reward = reward_fn(df) if reward_fn is not None else df["reward"]
-    g = df.assign(_r=reward).groupby(["agent", "seed"], sort=False)
+    df = df.assign(_r=reward)
+    g = df.groupby(["agent", "seed"], sort=False)
+    n_steps = g["step"].transform("max") + 1
+    late = df[df["step"] >= 0.75 * n_steps].groupby(["agent", "seed"], sort=False)["_r"].mean()
     out = pd.DataFrame({
         "cum_reward": g["_r"].sum(),
         "mean_reward": g["_r"].mean(),
+        "late_reward": late,
         "final_regret": g["cumulative_regret"].last(),
         "steps": g["step"].count(),
     }).reset_index()
@@ -175,6 +179,8 @@ def summary(seeds_df: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
             agent=agent, seeds=len(g), steps=int(g["steps"].iloc[0]),
             cum_reward=g["cum_reward"].mean(), cum_reward_se=se(g["cum_reward"]),
             mean_reward=g["mean_reward"].mean(), mean_reward_se=se(g["mean_reward"]),
+            late_reward=g["late_reward"].mean() if "late_reward" in g else np.nan,
+            late_reward_se=se(g["late_reward"]) if "late_reward" in g else np.nan,
             final_regret=g["final_regret"].mean(), final_regret_se=se(g["final_regret"]),
             compile_s=g["compile_s"].iloc[0], run_s=g["run_s"].iloc[0],
             ms_per_step=1e3 * g["per_step_s"].iloc[0],
@@ -184,15 +190,16 @@ def summary(seeds_df: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
 
 
 def markdown_table(s: pd.DataFrame, reward_label: str = "cum. reward") -> str:
-    head = (f"| agent | seeds | steps | {reward_label} | mean reward / step | final cum. regret | compile s | run s "
-            "(all seeds) | ms / step (all seeds) |")
-    lines = [head, "|---|---|---|---|---|---|---|---|---|"]
+    head = (f"| agent | seeds | steps | {reward_label} | mean reward / step | mean reward, last 25% of steps | "
+            "final cum. regret | compile s | run s (all seeds) | ms / step (all seeds) |")
+    lines = [head, "|---|---|---|---|---|---|---|---|---|---|"]
     for agent, r in s.iterrows():
         if r.get("truncated", False):
             agent = f"{agent} (truncated: time cap)"
         lines.append(
             f"| {agent} | {int(r.seeds)} | {int(r.steps)} | {r.cum_reward:.1f} ± {r.cum_reward_se:.1f} | "
-            f"{r.mean_reward:.4f} ± {r.mean_reward_se:.4f} | {r.final_regret:.1f} ± {r.final_regret_se:.1f} | "
+            f"{r.mean_reward:.4f} ± {r.mean_reward_se:.4f} | {r.late_reward:.4f} ± {r.late_reward_se:.4f} | "
+            f"{r.final_regret:.1f} ± {r.final_regret_se:.1f} | "
             f"{r.compile_s:.1f} | {r.run_s:.1f} | {r.ms_per_step:.2f} |"
         )
     return "\n".join(lines) + "\n"
