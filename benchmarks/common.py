@@ -40,8 +40,9 @@ def parser(description: str, *, steps: int, seeds: int) -> argparse.ArgumentPars
     p.add_argument("--agents", default="", help="comma-separated subset of agent names (default: all)")
     p.add_argument("--progress", action="store_true", help="show a progress bar per agent")
     p.add_argument("--max-agent-s", type=float, default=None,
-                   help="wall-time cap per agent (s): an agent still running after it is stopped at the end of the "
-                        "current chunk and reported with the rounds it finished (marked 'truncated')")
+                   help="run-time cap per agent (s, counted from the end of its first chunk, so compilation is "
+                        "excluded): an agent past it is stopped at the end of the current chunk and reported with the "
+                        "rounds it finished (marked 'truncated')")
     return p
 
 
@@ -90,7 +91,8 @@ def run_agents(env, agents: dict[str, Callable], steps: int, seeds: int | Sequen
 
     An agent whose run raises is recorded in ``failures`` (the message) and the others go on: a benchmark must
     report a broken backend, not hide the other numbers.  With ``max_agent_s`` an agent is stopped after the
-    first chunk that ends past the cap; its finished rounds are kept (``timing[name]["truncated"] = True``), with
+    first chunk that ends more than ``max_agent_s`` after its first chunk (so compilation does not count); its
+    finished rounds are kept (``timing[name]["truncated"] = True``), with
     ``compile_s`` ≈ first chunk's time − one chunk's run time and ``run_s`` = the chunk times after the first
     (scaled to all finished chunks).
     """
@@ -104,7 +106,8 @@ def run_agents(env, agents: dict[str, Callable], steps: int, seeds: int | Sequen
         def on_chunk(df, tic=tic, marks=marks, parts=parts):
             marks.append(time.perf_counter())
             parts.append(df)
-            if max_agent_s is not None and marks[-1] - tic > max_agent_s and int(df["step"].max()) < steps - 1:
+            late = int(df["step"].max()) < steps - 1
+            if max_agent_s is not None and marks[-1] - marks[0] > max_agent_s and late:
                 raise _TimeCap()
 
         try:
