@@ -124,11 +124,15 @@ def _spd_inv(a: Array) -> Array:
 # DLR helpers: precision Λ = diag(υ) + WᵀW, W (R, P).  Σ = υ⁻¹ − VᵀV with V = U⁻ᵀ W υ⁻¹, core = I + W υ⁻¹ Wᵀ = UᵀU.
 # --------------------------------------------------------------------------------------------------------------
 def _dlr_v(prec_diag: Array, w: Array) -> Array:
-    """``V (R, P)`` with ``Σ = diag(1/υ) − VᵀV`` (Woodbury)."""
+    """``V (R, P)`` with ``Σ = diag(1/υ) − VᵀV`` (Woodbury).
+
+    ``core = I + W υ⁻¹ Wᵀ = U diag(1 + λ) Uᵀ`` by ``eigh`` (λ clipped at 0), ``V = diag((1+λ)^{-½}) Uᵀ W υ⁻¹``.
+    An eigendecomposition rather than a Cholesky: the stacked factors of BLR (``√(1−α)W`` next to ``√α W_p``) are
+    nearly parallel, and with large MC-EF factors the float32 Cholesky of ``core`` can fail.
+    """
     wu = w / prec_diag[None, :]
-    core = jnp.eye(w.shape[0], dtype=w.dtype) + wu @ w.T
-    u = linalg.chol_upper(_sym(core))
-    return solve_triangular(u, wu, trans="T", lower=False)
+    lam, u = jnp.linalg.eigh(_sym(wu @ w.T))
+    return (u / jnp.sqrt(1.0 + jnp.maximum(lam, 0.0))[None, :]).T @ wu
 
 
 def _dlr_cov_rows(prec_diag: Array, v: Array, x: Array) -> Array:
