@@ -333,7 +333,8 @@ def soak_one(
 COLUMNS = [
     "backend", "task", "steps", "edge_steps", "dtype", "means_finite", "var_finite", "var_positive", "state_finite",
     "first_bad_step", "first_bad_drift", "first_bad_stress", "var_min", "var_max", "err_start", "err_middle",
-    "err_end", "prior_start", "prior_middle", "prior_end", "oracle_end", "frozen_start", "frozen_middle", "frozen_end", "compile_s", "run_s", "us_per_step",
+    "err_end", "prior_start", "prior_middle", "prior_end", "oracle_end", "frozen_start", "frozen_middle",
+    "frozen_end", "compile_s", "run_s", "us_per_step",
 ]  # fmt: skip
 
 
@@ -349,8 +350,8 @@ def _markdown(rows: list[dict], steps: int, seconds: float) -> str:
         "error of the true model (noise floor).",
         "",
         "`drift ok`: means finite, variances finite and > 0, state finite at every drifting step; `stress ok`: the "
-        f"same over the {HUGE:g}-scaled / {TINY:g}-scaled / repeated-input segments appended after the drift (first bad "
-        "step otherwise).",
+        f"same over the {HUGE:g}-scaled / {TINY:g}-scaled / repeated-input segments appended after the drift "
+        "(first bad step otherwise).",
         "",
         "| backend | task | drift ok | stress ok | var min | var max | err start | err mid | err end | prior end "
         "| frozen end | oracle end | µs/step |",
