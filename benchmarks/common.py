@@ -85,6 +85,22 @@ class _TimeCap(Exception):
     pass
 
 
+_STOP = {"flag": False}
+
+
+def _on_sigusr1(signum, frame) -> None:  # noqa: ARG001
+    _STOP["flag"] = True
+
+
+def install_stop_signal() -> None:
+    """``kill -USR1 <pid>``: the running agent stops at the end of its current chunk (kept, marked truncated), the
+    agents not started yet are listed as not run, and the outputs are written as usual."""
+    import signal
+
+    if hasattr(signal, "SIGUSR1"):
+        signal.signal(signal.SIGUSR1, _on_sigusr1)
+
+
 def run_agents(env, agents: dict[str, Callable], steps: int, seeds: int | Sequence[int], *, progress: bool = False,
                log: Callable[[str], None] = print, max_agent_s: float | None = None) -> Result:
     """Run each ``agents[name](env)`` (a factory returning a ``BanditAgent``) with the compiled runner.
@@ -98,7 +114,11 @@ def run_agents(env, agents: dict[str, Callable], steps: int, seeds: int | Sequen
     """
     frames, timing, failures = [], {}, {}
     chunk = max(25, steps // 40)
+    install_stop_signal()
     for name, factory in agents.items():
+        if _STOP["flag"]:
+            failures[name] = "not run: the benchmark was stopped (SIGUSR1) to fit its time box"
+            continue
         tic = time.perf_counter()
         marks: list[float] = []
         parts: list[pd.DataFrame] = []
@@ -107,7 +127,7 @@ def run_agents(env, agents: dict[str, Callable], steps: int, seeds: int | Sequen
             marks.append(time.perf_counter())
             parts.append(df)
             late = int(df["step"].max()) < steps - 1
-            if max_agent_s is not None and marks[-1] - marks[0] > max_agent_s and late:
+            if late and (_STOP["flag"] or (max_agent_s is not None and marks[-1] - marks[0] > max_agent_s)):
                 raise _TimeCap()
 
         try:
@@ -124,7 +144,7 @@ def run_agents(env, agents: dict[str, Callable], steps: int, seeds: int | Sequen
             run_s = per_chunk * len(gaps)
             t = dict(compile_s=max(float(gaps[0]) - per_chunk, 0.0), run_s=run_s, per_step_s=run_s / done,
                      steps=done, seeds=int(df["seed"].nunique()), mode="compiled", truncated=True)
-            log(f"[{name}] stopped by the time cap after {done} of {steps} rounds")
+            log(f"[{name}] stopped ({'SIGUSR1' if _STOP['flag'] else 'time cap'}) after {done} of {steps} rounds")
         except Exception as e:  # noqa: BLE001 - reported in the table
             failures[name] = f"{type(e).__name__}: {e}"
             log(f"[{name}] FAILED after {time.perf_counter() - tic:.1f}s: {failures[name][:300]}")
@@ -198,7 +218,7 @@ def markdown_table(s: pd.DataFrame, reward_label: str = "cum. reward") -> str:
     lines = [head, "|---|---|---|---|---|---|---|---|---|---|"]
     for agent, r in s.iterrows():
         if r.get("truncated", False):
-            agent = f"{agent} (truncated: time cap)"
+            agent = f"{agent} (truncated: stopped early)"
         lines.append(
             f"| {agent} | {int(r.seeds)} | {int(r.steps)} | {r.cum_reward:.1f} ± {r.cum_reward_se:.1f} | "
             f"{r.mean_reward:.4f} ± {r.mean_reward_se:.4f} | {r.late_reward:.4f} ± {r.late_reward_se:.4f} | "
