@@ -32,9 +32,9 @@ from banditkit.policies import rules as _rules
 # Defaults for bandit runs (filtered by each factory's signature, so a missing keyword is never passed).
 DEFAULT_HYPER: dict[str, dict] = {
     "ekf": dict(init_cov=1.0),
-    "diag_ekf": dict(init_cov=0.1),
+    "diag_ekf": dict(init_cov=0.01),
     "linear": dict(init_cov=1.0, noise="nig"),
-    "lofi": dict(rank=10, init_cov=0.1),
+    "lofi": dict(rank=10, init_cov=0.01),
     "hilofi": dict(rank=10, init_cov_hidden=0.01, init_cov_last=1.0),
     "lolofi": dict(rank=10, rank_last=10, init_cov_hidden=0.01, init_cov_last=1.0),
     "lrkf": dict(rank=10, init_cov=0.1),
