@@ -192,3 +192,23 @@ def test_bad_files_and_arguments(tmp_path, model_and_post):
         checkpoint.save(tmp_path / "no" / "such" / "dir.npz", state)
     with pytest.raises(ValueError, match="no array leaves"):
         checkpoint.save(tmp_path / "e.npz", {})
+
+
+def test_agent_state_round_trip_and_resume(tmp_path):
+    """A BanditAgent state (posterior state, step counter, warm-up buffer) saves and resumes exactly."""
+    model = bk.models.MLP(features=(4,), out=3)
+    agent = bk.agents.BanditAgent(model, "ekf", "thompson", warmup_steps=2)
+    ctx = jnp.array([0.5, -1.0])
+    state = agent.init(jax.random.PRNGKey(0), ctx)
+    for a in range(3):
+        state = agent.observe(state, ctx * a, a, 0.1 * a)
+    f = tmp_path / "agent.npz"
+    checkpoint.save(f, state, posterior=agent.posterior, meta={"agent": agent.name})
+    template = agent.init(jax.random.PRNGKey(1), ctx)
+    loaded, meta = checkpoint.load(f, template=template, posterior=agent.posterior)
+    assert type(loaded) is type(state) and int(loaded.step) == 3
+    assert meta["meta"] == {"agent": "ekf-thompson"}
+    _assert_tree_equal(loaded, state)
+    key = jax.random.PRNGKey(5)
+    assert int(agent.act(key, loaded, ctx)[0]) == int(agent.act(key, state, ctx)[0])
+    _assert_tree_equal(agent.observe(loaded, ctx, 1, 1.0), agent.observe(state, ctx, 1, 1.0))
