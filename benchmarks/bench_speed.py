@@ -311,7 +311,8 @@ def _plot(df, path: str) -> None:
     if len(fl):
         a1.plot(fl["params"], fl["floor_ms"], "k--", lw=2, label="floor")
     a1.set(xscale="log", yscale="log", xlabel="parameters P", ylabel="ms per predict+update", title="rank 10")
-    a1.legend(fontsize=7)
+    if a1.get_legend_handles_labels()[0]:
+        a1.legend(fontsize=7)
     le = ok[ok["config"] == "lenet"]
     for b, g in le.groupby("backend"):
         g = g.sort_values("rank")
@@ -321,7 +322,8 @@ def _plot(df, path: str) -> None:
     if len(fl):
         a2.plot(fl["rank"], fl["floor_ms"], "k--", lw=2, label="floor")
     a2.set(xlabel="rank", ylabel="ms per predict+update", title="LeNet5 (P = 60,941)", yscale="log")
-    a2.legend(fontsize=7)
+    if a2.get_legend_handles_labels()[0]:
+        a2.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
