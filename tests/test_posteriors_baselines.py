@@ -85,7 +85,8 @@ def test_neural_linear_equals_closed_form_nig_before_retraining(x64):
     x = _design_rows(params, ctx, onehot)
     mu, cov, a, b = nig_oracle(x, np.asarray(ys[:, 0]), init_cov=4.0, a0=6.0, b0=6.0)
     np.testing.assert_allclose(state.mean_last, mu, rtol=1e-9, atol=1e-11)
-    np.testing.assert_allclose(np.linalg.inv(np.asarray(state.stats.prec)), cov, rtol=1e-9, atol=1e-12)
+    sq = np.asarray(state.cov_sqrt)
+    np.testing.assert_allclose(sq @ sq.T, cov, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose([state.a, state.b], [a, b], rtol=1e-10)
     # the body never moved (no retraining yet), and mean() puts μ in the head
     np.testing.assert_allclose(state.hidden, bk.posteriors.base.ParamSpace(params, "head").split(params)[0])
@@ -131,6 +132,7 @@ def test_neural_linear_retraining_reduces_buffer_loss_and_refits_from_buffer(x64
     x = _design_rows(new_params, buf.x[0], buf.x[1])
     mu, cov, a, b = nig_oracle(x, np.asarray(buf.y[:, 0]), init_cov=4.0, a0=6.0, b0=6.0)
     np.testing.assert_allclose(state.mean_last, mu, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(np.asarray(state.cov_sqrt) @ np.asarray(state.cov_sqrt).T, cov, rtol=1e-8, atol=1e-12)
     np.testing.assert_allclose([state.a, state.b], [a, b], rtol=1e-9)
 
 

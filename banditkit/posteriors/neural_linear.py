@@ -9,27 +9,28 @@ through a one-hot selection ``f(x)·e_a`` (then ``Φ`` touches only arm ``a``'s 
 regressions, here with one noise variance ``σ²`` shared by all arms).  A non-affine head is linearised at ``ℓ=0``.
 
 Model: ``y | ℓ, σ² ~ N(o + Φ ℓ, σ² I_C)``, ``ℓ | σ² ~ N(0, σ² Σ_0)``, ``σ² ~ IG(a_0, b_0)``, ``Σ_0 = init_cov·I``
-(``init_cov = 1/λ``).  Sufficient statistics over the observations ``i`` currently represented
-(``r_i = y_i − o_i``):
-    ``Λ = Σ_0⁻¹ + Σ_i Φ_iᵀ Φ_i``,  ``ψ = Σ_i Φ_iᵀ r_i``,  ``s = Σ_i ‖r_i‖²``,  ``n = C · #obs``
-Posterior (seed 002 eqs. 17–20 with ``μ_0 = 0``):
-    ``Σ = Λ⁻¹``,  ``μ = Λ⁻¹ ψ``,  ``a = a_0 + n/2``,  ``b = b_0 + ½ (s − ψᵀ μ)``
-computed with one Cholesky ``Λ = UᵀU`` per update.
+(``init_cov = 1/λ``).  The posterior ``NIG(μ, Σ, a, b)`` is kept as ``(μ, S, a, b)`` with a square root
+``Σ = S Sᵀ`` (``S (D_ℓ, D_ℓ)``), so no step factorises a ``D_ℓ × D_ℓ`` matrix.
 
 update(x, y): push ``(x, y)`` into the FIFO buffer (``buffer_size`` slots); ``step ← step + 1``; then
-  * if ``step % train_every ≠ 0``: add the observation to ``(Λ, ψ, s, n)`` (exact rank-C conjugate update);
+  * if ``step % train_every ≠ 0``: the exact conjugate update, one scalar row ``φ = Φ_c`` at a time (the C
+    outputs have independent noise), in the inversion-free square-root form (seed 002 eqs. 31–37, Potter):
+        ``v = Sᵀφ``, ``s* = vᵀv + 1``, ``e = r − φᵀμ``  (``r = y_c − o_c``),
+        ``μ ← μ + S v e / s*``,  ``S ← S − β (S v) vᵀ`` with ``β = 1/(√s* (√s* + 1))``,
+        ``a ← a + ½``,  ``b ← b + ½ e² / s*``                                            O(D_ℓ² C) per update;
   * else RETRAIN: ``n_train_steps`` optax steps on the buffer loss ``−mean log p(y_i | f(h, ℓ_sgd; x_i))`` over the
     body and an SGD copy of the head ``ℓ_sgd`` (warm-started, optimiser state kept), then RECOMPUTE the
-    statistics from scratch from the buffer with the new features (Riquelme's Alg. 3, with limited memory:
+    posterior from scratch from the buffer with the new features (Riquelme's Alg. 3, with limited memory:
     observations that have left the buffer are forgotten at this point; ``buffer_size ≥ T`` gives the
-    unlimited-memory version).
-  The branch is chosen with dynamic trip counts (``lax.fori_loop(0, n, …)`` with ``n = n_train_steps`` or 0,
-  and a 0/1-iteration loop for the recomputation) instead of ``lax.cond``: under ``vmap`` over seeds a
+    unlimited-memory version): the prior updated with each buffered observation in turn by the step above
+    (exactly the batch posterior of seed 002 eqs. 17–20 with ``μ_0 = 0``; O(B·C·D_ℓ²), no factorisation).
+  The branch is chosen with dynamic trip counts (``lax.fori_loop(0, n, …)`` with ``n = n_train_steps`` or 0 for
+  the optimiser, ``n = #buffer`` or 0 for the recomputation) instead of ``lax.cond``: under ``vmap`` over seeds a
   ``cond`` becomes a ``select`` that would pay for the retraining at every step.
 predict: identity (no dynamics).
 predictive: ``mean = o + Φ μ``; ``cov = E[σ²] (Φ Σ Φᵀ + I_C)`` with ``E[σ²] = b/(a−1)`` (the covariance of the
   Student-t predictive; ``b/a`` while ``a ≤ 1``) — epistemic + aleatoric.
-sample: ``σ̃² ~ IG(a, b)``, then ``ℓ̃ ~ N(μ, σ̃² Σ)`` (``ℓ̃ = μ + σ̃ U⁻¹ z``); the body at its point estimate.
+sample: ``σ̃² ~ IG(a, b)``, then ``ℓ̃ ~ N(μ, σ̃² Σ)`` (``ℓ̃ = μ + σ̃ S z``); the body at its point estimate.
 mean: body point estimate with ``ℓ = μ``.
 
 The buffer's shapes come from one example input: pass ``example_x=`` to the factory or to ``init``.
@@ -42,7 +43,6 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import optax
-from jax.scipy.linalg import solve_triangular
 
 from banditkit import linalg
 from banditkit.likelihoods import Gaussian, Likelihood
@@ -54,7 +54,6 @@ from banditkit.posteriors.replay_sgd import (
     check_buffer_args,
     fifo_batch,
     fifo_init,
-    fifo_mask,
     fifo_push,
     resolve_example_x,
 )
@@ -62,20 +61,12 @@ from banditkit.posteriors.replay_sgd import (
 Array = jax.Array
 
 
-class NIGStats(NamedTuple):
-    prec: Array  # (D_ℓ, D_ℓ) Λ = Σ_0⁻¹ + Σ ΦᵀΦ
-    shift: Array  # (D_ℓ,) ψ = Σ Φᵀ r
-    sq: Array  # () s = Σ ‖r‖²
-    count: Array  # () n, number of scalar observations
-
-
 class NeuralLinearState(NamedTuple):
     hidden: Array  # (D_h,) body point estimate h
     head_sgd: Array  # (D_ℓ,) SGD copy of the head (trained with the body)
     opt_state: Any  # optax state over (h, ℓ_sgd)
-    stats: NIGStats
     mean_last: Array  # (D_ℓ,) μ
-    chol: Array  # (D_ℓ, D_ℓ) upper U with Λ = UᵀU
+    cov_sqrt: Array  # (D_ℓ, D_ℓ) S with Σ = S Sᵀ (the weights' covariance is σ² Σ)
     a: Array  # () IG shape
     b: Array  # () IG scale
     buffer: FifoBuffer
@@ -139,30 +130,35 @@ def neural_linear(
         zero = jnp.zeros((s.size_last,), h.dtype)
         return jax.jacrev(f)(zero), f(zero)
 
-    def prior_stats(dtype) -> NIGStats:
+    def add_row(post, phi: Array, r: Array):
+        """Exact conjugate update with one scalar observation ``r = φᵀℓ + ε`` (square-root form)."""
+        mu, sq, a, b = post
+        v = sq.T @ phi
+        s_star = v @ v + 1.0
+        e = r - phi @ mu
+        sv = sq @ v
+        root = jnp.sqrt(s_star)
+        return (mu + sv * (e / s_star), sq - jnp.outer(sv, v) / (root * (root + 1.0)), a + 0.5,
+                b + 0.5 * e**2 / s_star)
+
+    def prior_posterior(dtype):
         d = cell.space.size_last
-        return NIGStats(jnp.eye(d, dtype=dtype) / jnp.asarray(init_cov, dtype), jnp.zeros((d,), dtype),
-                        jnp.zeros((), dtype), jnp.zeros((), dtype))
+        return (jnp.zeros((d,), dtype), jnp.sqrt(jnp.asarray(init_cov, dtype)) * jnp.eye(d, dtype=dtype),
+                jnp.asarray(a0, dtype), jnp.asarray(b0, dtype))
 
-    def add_obs(st: NIGStats, phi: Array, resid: Array, w: Array | float = 1.0) -> NIGStats:
-        return NIGStats(st.prec + w * phi.T @ phi, st.shift + w * phi.T @ resid,
-                        st.sq + w * jnp.sum(resid**2), st.count + w * resid.shape[0])
+    def posterior_from_buffer(h: Array, buf: FifoBuffer, n: Array):
+        """NIG posterior of the first ``n`` buffer slots with the features of body ``h``: the prior updated
+        with each buffered observation in turn (exactly the batch posterior; O(n·C·D_ℓ²)).  The loop body
+        indexes the buffer with the loop counter, so XLA cannot hoist it out of a zero-trip loop."""
 
-    def stats_from_buffer(h: Array, buf: FifoBuffer) -> NIGStats:
-        phi, off = jax.vmap(lambda x: design(h, x))(buf.x)  # (B, C, D_ℓ), (B, C)
-        resid = buf.y - off
-        m = fifo_mask(buf)
-        st = prior_stats(h.dtype)
-        return NIGStats(st.prec + jnp.einsum("b,bci,bcj->ij", m, phi, phi), jnp.einsum("b,bci,bc->i", m, phi, resid),
-                        jnp.sum(m[:, None] * resid**2), jnp.sum(m) * resid.shape[1])
+        def body(i, post):
+            phi, off = design(h, jax.tree_util.tree_map(lambda v: v[i], buf.x))
+            r = buf.y[i] - off
+            for c in range(phi.shape[0]):
+                post = add_row(post, phi[c], r[c])
+            return post
 
-    def nig_posterior(st: NIGStats):
-        u = linalg.chol_upper(linalg.symmetrize(st.prec))
-        mu = linalg.solve_spd_factor(u, st.shift[:, None])[:, 0]
-        a = jnp.asarray(a0, mu.dtype) + 0.5 * st.count
-        b0_ = jnp.asarray(b0, mu.dtype)
-        b = jnp.maximum(b0_ + 0.5 * (st.sq - st.shift @ mu), b0_)  # ≥ b0 exactly; guard roundoff
-        return mu, u, a, b
+        return jax.lax.fori_loop(0, n, body, prior_posterior(h.dtype))
 
     # ---- the body ---------------------------------------------------------------------------------------------
     def loss(hl, x, y, w):
@@ -186,12 +182,8 @@ def neural_linear(
         x0 = resolve_example_x("neural_linear", example_x, default_x)
         out = jax.eval_shape(apply_fn, params, x0)
         y0 = jnp.zeros(out.shape if out.shape else (1,), h.dtype)
-        st = prior_stats(h.dtype)
-        d = space.size_last
-        # prior posterior in closed form (no factorisation): μ = 0, U = I/√init_cov, a = a0, b = b0
-        mu, u = jnp.zeros((d,), h.dtype), jnp.eye(d, dtype=h.dtype) / jnp.sqrt(jnp.asarray(init_cov, h.dtype))
-        a, b = jnp.asarray(a0, h.dtype), jnp.asarray(b0, h.dtype)
-        return NeuralLinearState(h, ell, optimizer.init((h, ell)), st, mu, u, a, b,
+        mu, sq, a, b = prior_posterior(h.dtype)  # μ = 0, S = √init_cov I, a = a0, b = b0
+        return NeuralLinearState(h, ell, optimizer.init((h, ell)), mu, sq, a, b,
                                  fifo_init(x0, y0, buffer_size), jnp.zeros((), jnp.int32), as_key(key))
 
     def predict(state: NeuralLinearState) -> NeuralLinearState:
@@ -209,18 +201,20 @@ def neural_linear(
         key, sub = jax.random.split(state.key)
         n_sgd = jnp.where(retrain, n_train_steps, 0)
         h, ell, opt_state = train(state.hidden, state.head_sgd, state.opt_state, buf, sub, n_sgd)
-        # retraining step: statistics recomputed from the buffer (0 or 1 iteration: no cost on other steps)
-        refit = jax.lax.fori_loop(0, retrain.astype(jnp.int32), lambda _, st: stats_from_buffer(h, buf),
-                                  state.stats)
+        # retraining step: posterior recomputed from the buffer (a zero-trip loop on the other steps)
+        current = (state.mean_last, state.cov_sqrt, state.a, state.b)
+        size = buf.y.shape[0]
+        refit = posterior_from_buffer(h, buf, jnp.where(retrain, jnp.minimum(buf.count, size), 0))
         phi, off = design(h, x)
-        incremental = add_obs(state.stats, phi, y - off)
-        st = jax.tree_util.tree_map(lambda r, i: jnp.where(retrain, r, i), refit, incremental)
-        mu, u, a, b = nig_posterior(st)
-        return NeuralLinearState(h, ell, opt_state, st, mu, u, a, b, buf, step, key)
+        incremental = current
+        for c in range(phi.shape[0]):
+            incremental = add_row(incremental, phi[c], y[c] - off[c])
+        mu, sq, a, b = jax.tree_util.tree_map(lambda r, i: jnp.where(retrain, r, i), refit, incremental)
+        return NeuralLinearState(h, ell, opt_state, mu, sq, a, b, buf, step, key)
 
     def predictive(state: NeuralLinearState, x) -> tuple[Array, Array]:
         phi, off = design(state.hidden, x)
-        z = solve_triangular(state.chol, phi.T, trans="T", lower=False)  # U⁻ᵀ Φᵀ (D_ℓ, C)
+        z = state.cov_sqrt.T @ phi.T  # Sᵀ Φᵀ (D_ℓ, C)
         var = jnp.where(state.a > 1, state.b / (state.a - 1), state.b / state.a)
         eye = jnp.eye(phi.shape[0], dtype=phi.dtype)
         return off + phi @ state.mean_last, linalg.symmetrize(var * (z.T @ z + eye))
@@ -230,7 +224,7 @@ def neural_linear(
         dt = state.mean_last.dtype
         sigma2 = state.b / jax.random.gamma(k1, state.a, dtype=dt)
         z = jax.random.normal(k2, state.mean_last.shape, dt)
-        ell = state.mean_last + jnp.sqrt(sigma2) * solve_triangular(state.chol, z, lower=False)
+        ell = state.mean_last + jnp.sqrt(sigma2) * (state.cov_sqrt @ z)
         return cell.space.merge(state.hidden, ell)
 
     def mean(state: NeuralLinearState):
