@@ -281,9 +281,9 @@ def test_predict_matches_moment_form(x64, family):
            "dlr": _dlr_cov}[family]
     np.testing.assert_allclose(sp.mean, gamma * np.asarray(s.mean), rtol=1e-12)
     np.testing.assert_allclose(cov(sp), gamma**2 * cov(s) + q * np.eye(3), rtol=1e-9, atol=1e-12)
-    # and the predict step really acts inside a scan
-    s_pred = _run(post, post.init(params), xs[:4], ys[:4], predict=True)
-    assert not np.allclose(s_pred.mean, s.mean)
+    if family == "dlr":  # and the predict step really acts inside a scan
+        s_pred = _run(post, post.init(params), xs[:4], ys[:4], predict=True)
+        assert not np.allclose(s_pred.mean, s.mean)
 
 
 # ------------------------------------------------------------------------------------------------ keys, purity, grid
@@ -299,16 +299,18 @@ def test_mc_key_lives_in_state_and_update_is_pure():
     assert not np.allclose(a.mean, c.mean)
 
 
-_EST = ("linear-hessian", "linear-ef", "mc-ef", "mc-hessian")
-# every rule × family once, the estimators rotated so each (rule, estimator) and (family, estimator) pair appears
-GRID = [(r, _EST[(i + j) % 4] if not (f == "dlr" and (i + j) % 4 == 3) else "linear-hessian", f)
-        for i, r in enumerate(("bong", "blr", "bog", "bbb")) for j, f in enumerate(("full", "diag", "dlr"))]
-GRID.append(("bong", "mc-hessian", "full"))
+# Cells of the rule × estimator × family grid not already run under jit + scan by the tests above (those cover
+# bong/LinHess on all families, blr/LinHess full+dlr, bong/MC-Hessian full+diag, bog full+dlr, bbb diag, bong/MC-EF
+# dlr); together every rule meets every family and every estimator.
+GRID = [("blr", "mc-ef", "diag"), ("blr", "mc-hessian", "full"), ("blr", "linear-ef", "dlr"),
+        ("bog", "mc-hessian", "diag"), ("bog", "linear-ef", "dlr"), ("bog", "mc-ef", "full"),
+        ("bbb", "linear-ef", "full"), ("bbb", "mc-ef", "dlr"), ("bbb", "mc-hessian", "diag"),
+        ("bong", "linear-ef", "full")]
 
 
 @pytest.mark.parametrize("rule,est,fam", GRID, ids=["-".join(g) for g in GRID])
 def test_grid_runs_under_jit_vmap_scan(rule, est, fam):
-    """A jitted scan over a short stream, vmapped over 2 seeds (keys in the state); finite and moving."""
+    """A jitted scan over a short stream (vmapped over 2 keys for MC estimators); finite and moving."""
     apply_fn, params, xs, ys = _linear_problem(jnp.float32, n=4)
     kw = dict(rule=rule, estimator=est, family=fam, rank=2, n_samples=4, n_probes=2, init_cov=0.5)
     if rule in ("blr", "bbb"):
@@ -317,8 +319,11 @@ def test_grid_runs_under_jit_vmap_scan(rule, est, fam):
         kw["learning_rate"] = 0.01
     post = bong(apply_fn, Gaussian(0.5), **kw)
     s0 = post.init(params)
-    states = jax.vmap(lambda k: s0._replace(key=k))(jax.random.split(jax.random.PRNGKey(1), 2))
-    out = jax.vmap(lambda s: _run(post, s, xs, ys))(states)
+    if est.startswith("mc"):
+        states = jax.vmap(lambda k: s0._replace(key=k))(jax.random.split(jax.random.PRNGKey(1), 2))
+        out = jax.vmap(lambda s: _run(post, s, xs, ys))(states)
+    else:
+        out = jax.tree_util.tree_map(lambda a: a[None], _run(post, s0, xs, ys))
     for leaf in jax.tree_util.tree_leaves(out):
         assert np.all(np.isfinite(np.asarray(leaf)))
     assert not np.allclose(out.mean[0], s0.mean)
