@@ -65,9 +65,6 @@ KNOWN = {
     "(learn_forgetting=False reaches 0.54)",
     ("stress", "bong"): _HUGE.format(f="banditkit/posteriors/bong.py: bong", k=12, why="precision update"),
     ("stress", "lofi"): _HUGE.format(f="banditkit/posteriors/lofi.py: lofi", k=17, why="precision update"),
-    ("stress", "neural_linear"): _HUGE.format(
-        f="banditkit/posteriors/neural_linear.py: neural_linear", k=1, why="NIG statistics Λ = Σ ΦᵀΦ"
-    ),
     ("stress", "last_layer_laplace"): _HUGE.format(
         f="banditkit/posteriors/laplace.py: last_layer_laplace", k=1, why="AdamW on the raw buffer loss / GGN"
     ),
