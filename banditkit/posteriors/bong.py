@@ -149,7 +149,7 @@ def bong(
     *,
     rule: str = "bong",
     estimator: str = "linear-hessian",
-    family: str = "full",
+    family: str = "dlr",
     rank: int = 10,
     learning_rate: float | None = None,
     num_iter: int = 1,
@@ -168,7 +168,8 @@ def bong(
       likelihood: ``Gaussian``, ``Bernoulli`` or ``Categorical``.
       rule: ``"bong"`` (default, no learning rate), ``"blr"``, ``"bog"`` or ``"bbb"``.
       estimator: ``"linear-hessian"`` (default), ``"linear-ef"``, ``"mc-hessian"`` or ``"mc-ef"``.
-      family: ``"full"`` (dense covariance), ``"diag"`` or ``"dlr"`` (diagonal-plus-rank-``rank`` precision).
+      family: ``"dlr"`` (default; diagonal-plus-rank-``rank`` precision, LoFi-like, O(RP)), ``"full"`` (dense
+        covariance, O(P²): small models only) or ``"diag"``.
       rank: ``R`` of the DLR family.
       learning_rate: α for ``blr`` / ``bog`` / ``bbb`` (defaults 0.5 / 0.05 / 0.05, the SARCOS choices of seed 004,
         Fig. 9); must be unset or 1 for ``bong``.
