@@ -16,7 +16,7 @@ return the input of ``head`` (the last-layer features ``φ(x)``).  Batching is t
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import flax.linen as nn
 import jax.numpy as jnp

@@ -17,7 +17,8 @@ observation covariance at a linearisation point) and :func:`as_obs`.
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -96,7 +97,7 @@ class ParamSpace:
         leaves = [leaf for _, leaf in leaves_with_path]
         self._shapes = [jnp.shape(leaf) for leaf in leaves]
         self._dtypes = [jnp.asarray(leaf).dtype for leaf in leaves]
-        self.size_last = int(sum(int(jnp.size(leaf)) for leaf, last in zip(leaves, self.is_last) if last))
+        self.size_last = int(sum(int(jnp.size(leaf)) for leaf, last in zip(leaves, self.is_last, strict=True) if last))
         self.size_hidden = self.size - self.size_last
 
     # whole-vector view -------------------------------------------------------------------------------
@@ -112,8 +113,8 @@ class ParamSpace:
     def split(self, params: PyTree) -> tuple[Array, Array]:
         """``(h (D_h,), ℓ (D_ℓ,))`` from a pytree."""
         leaves = jax.tree_util.tree_leaves(params)
-        hid = [jnp.ravel(v) for v, last in zip(leaves, self.is_last) if not last]
-        lst = [jnp.ravel(v) for v, last in zip(leaves, self.is_last) if last]
+        hid = [jnp.ravel(v) for v, last in zip(leaves, self.is_last, strict=True) if not last]
+        lst = [jnp.ravel(v) for v, last in zip(leaves, self.is_last, strict=True) if last]
         h = jnp.concatenate(hid) if hid else jnp.zeros((0,), self.dtype)
         ell = jnp.concatenate(lst) if lst else jnp.zeros((0,), self.dtype)
         return h, ell
@@ -122,7 +123,7 @@ class ParamSpace:
         """Pytree from ``(h, ℓ)`` (inverse of :meth:`split`)."""
         leaves = []
         ih = il = 0
-        for shape, dtype, last in zip(self._shapes, self._dtypes, self.is_last):
+        for shape, dtype, last in zip(self._shapes, self._dtypes, self.is_last, strict=True):
             n = 1
             for s in shape:
                 n *= s
