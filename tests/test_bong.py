@@ -97,9 +97,6 @@ def test_bong_lin_hess_diag_is_vdekf(x64):
         mu = mu + (h.T @ (np.asarray(y) - yhat)) / r / prec
     np.testing.assert_allclose(st.mean, mu, rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(st.prec, prec, rtol=1e-8)
-    if "diag_ekf" not in bk.posteriors.REGISTRY:
-        print("diag_ekf not registered yet: compared against the in-test VD-EKF oracle only")
-        return
     # ``diag_ekf`` (seed 000's VD-EKF = zero-rank LoFi) shares the precision step υ ← υ + diag(HᵀR⁻¹H) but moves the
     # mean with the un-truncated precision, diag(1/υ_p) Hᵀ S⁻¹ (y − ŷ); seed 004 eq. (215) uses the diagonal posterior
     # precision, σ_t² Hᵀ R⁻¹ (y − ŷ).  Only one step from the same prior can be compared on the mean side.
@@ -128,8 +125,6 @@ def test_bong_lin_hess_dlr_full_rank_equals_ekf(x64):
 
 
 def test_bong_lin_hess_dlr_equals_lofi(x64):
-    if "lofi" not in bk.posteriors.REGISTRY:
-        pytest.skip("lofi is not registered yet; DLR is checked against the full-rank EKF identity instead")
     apply_fn, params, xs, ys = _mlp_problem(jnp.float64)
     a = bong(apply_fn, Gaussian(0.1), family="dlr", rank=3, init_cov=0.5)
     b = bk.posteriors.get("lofi")(apply_fn, Gaussian(0.1), rank=3, init_cov=0.5)

@@ -46,7 +46,7 @@ def _template(out):
     return MLP(features=(4,), out=out).init(jax.random.PRNGKey(0), X0)
 
 
-NAMES = sorted(P_.REGISTRY) + ["subspace_ekf"]
+NAMES = sorted(P_.REGISTRY)
 
 
 def factory(name, out):

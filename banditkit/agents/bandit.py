@@ -74,11 +74,8 @@ def selected_output(model_apply: Callable) -> Callable:
 
 
 def backends() -> dict:
-    """Backend factories by name: ``bk.posteriors.REGISTRY`` plus ``subspace_ekf`` when it exists."""
-    table = dict(_posteriors.REGISTRY)
-    if hasattr(_posteriors, "subspace_ekf"):
-        table.setdefault("subspace_ekf", _posteriors.subspace_ekf)
-    return table
+    """Backend factories by name (``bk.posteriors.REGISTRY``)."""
+    return dict(_posteriors.REGISTRY)
 
 
 def resolve_backend(name: str):

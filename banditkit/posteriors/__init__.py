@@ -1,40 +1,42 @@
 """Online posterior backends over a reward model's parameters, all behind one functional contract.
 
-See :class:`banditkit.posteriors.base.Posterior`.  Backends register themselves in ``REGISTRY`` so agents,
-the CLI and ``BayesOpt`` can resolve them by name.
+See :class:`banditkit.posteriors.base.Posterior`.  Every backend factory is listed in ``REGISTRY`` so agents,
+the CLI and ``BayesOpt`` can resolve it by name with :func:`get`.  ``subspace_from_sgd`` and ``subspace_random``
+are helpers that build the ``(A, θ*)`` basis of ``subspace_ekf``; they are exported but are not backends.
 """
 
 from banditkit.posteriors.base import ParamSpace, Posterior
+from banditkit.posteriors.bong import bong
+from banditkit.posteriors.diag_ekf import diag_ekf
 from banditkit.posteriors.ekf import ekf
+from banditkit.posteriors.hilofi import hilofi, lolofi
+from banditkit.posteriors.kalman_last_layer import kalman_last_layer
+from banditkit.posteriors.laplace import last_layer_laplace
+from banditkit.posteriors.linear import linear
+from banditkit.posteriors.lofi import lofi
+from banditkit.posteriors.lrkf import lrkf
+from banditkit.posteriors.neural_linear import neural_linear
+from banditkit.posteriors.replay_sgd import replay_sgd
+from banditkit.posteriors.subspace import subspace_ekf, subspace_from_sgd, subspace_random
+from banditkit.posteriors.vbll import online_vbll, vbll
 
-REGISTRY = {"ekf": ekf}
-
-# Backends written in their own modules are added here as they land; a missing optional module must not
-# break the import of the others.
-for _mod, _names in [
-    ("diag_ekf", ["diag_ekf"]),
-    ("linear", ["linear"]),
-    ("subspace", ["subspace_ekf", "subspace_from_sgd", "subspace_random"]),
-    ("lofi", ["lofi"]),
-    ("hilofi", ["hilofi", "lolofi"]),
-    ("lrkf", ["lrkf"]),
-    ("neural_linear", ["neural_linear"]),
-    ("kalman_last_layer", ["kalman_last_layer"]),
-    ("replay_sgd", ["replay_sgd"]),
-    ("bong", ["bong"]),
-    ("vbll", ["vbll", "online_vbll"]),
-    ("laplace", ["last_layer_laplace"]),
-]:
-    try:
-        _m = __import__(f"banditkit.posteriors.{_mod}", fromlist=_names)
-    except ModuleNotFoundError as _e:  # pragma: no cover - only while a backend is being written
-        if _e.name != f"banditkit.posteriors.{_mod}":
-            raise
-        continue
-    for _n in _names:
-        globals()[_n] = getattr(_m, _n)
-        if not _n.startswith("subspace_"):
-            REGISTRY[_n] = getattr(_m, _n)
+REGISTRY = {
+    "ekf": ekf,
+    "diag_ekf": diag_ekf,
+    "lofi": lofi,
+    "hilofi": hilofi,
+    "lolofi": lolofi,
+    "lrkf": lrkf,
+    "subspace_ekf": subspace_ekf,
+    "neural_linear": neural_linear,
+    "kalman_last_layer": kalman_last_layer,
+    "linear": linear,
+    "replay_sgd": replay_sgd,
+    "bong": bong,
+    "vbll": vbll,
+    "online_vbll": online_vbll,
+    "last_layer_laplace": last_layer_laplace,
+}
 
 
 def get(name: str):
@@ -45,4 +47,4 @@ def get(name: str):
     return REGISTRY[key]
 
 
-__all__ = ["Posterior", "ParamSpace", "REGISTRY", "get", *REGISTRY]
+__all__ = ["Posterior", "ParamSpace", "REGISTRY", "get", "subspace_from_sgd", "subspace_random", *REGISTRY]

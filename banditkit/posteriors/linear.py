@@ -6,8 +6,11 @@ point gives the same ``H`` for a linear model), so every update is the exact con
 ``MLP(features=(), out=K)`` is such a model; with ``apply_fn=None`` the parameters are a weight array ``w`` of
 shape ``(D,)`` or ``(D, C)`` and ``f = xᵀ w``.  (For a non-linear ``apply_fn`` the same equations are an EKF.)
 
-State: ``mean μ (P,)``, ``cov Σ (P, P)`` and, for ``noise="nig"``, the inverse-gamma parameters ``a, b``
-(``a, b`` are carried but unused for known noise).
+State: ``mean μ (P,)``, a square root ``U (P, P)`` of the covariance (``Σ = UᵀU``; ``state.cov`` forms ``Σ``
+for inspection) and, for ``noise="nig"``, the inverse-gamma parameters ``a, b`` (carried but unused for known
+noise).  The square root makes a Thompson draw ``μ + Uᵀz`` cost ``O(P²)`` (no factorisation per draw) and the
+update ``O(P² C)`` (Potter-type square-root Joseph update, :func:`banditkit.linalg.sqrt_factor_update`); the
+time update with ``q > 0`` re-triangularises ``[γU; √q I]`` by QR (``O(P³)``, only when ``dynamics_cov > 0``).
 
 ``noise="known"`` (seed 002 §2.1; any likelihood, exact for ``Gaussian``):
     prior ``θ ~ N(θ_0, init_cov · I)``
@@ -49,9 +52,14 @@ Array = jax.Array
 
 class LinearState(NamedTuple):
     mean: Array  # (P,)
-    cov: Array  # (P, P); in units of σ² for noise="nig"
+    chol: Array  # (P, P) square root U, Σ = UᵀU; in units of σ for noise="nig"
     a: Array  # () inverse-gamma shape (nig)
     b: Array  # () inverse-gamma scale (nig)
+
+    @property
+    def cov(self) -> Array:
+        """``Σ = UᵀU (P, P)`` (formed on demand; in units of σ² for ``noise="nig"``)."""
+        return self.chol.T @ self.chol
 
 
 def _dot_apply(w, x):
@@ -101,8 +109,8 @@ def linear(
     def init(params) -> LinearState:
         mu = cell.set(params).ravel(params)
         dt = mu.dtype
-        cov = jnp.asarray(init_cov, dt) * jnp.eye(mu.size, dtype=dt)
-        return LinearState(mu, cov, jnp.asarray(a0, dt), jnp.asarray(b0, dt))
+        u = jnp.sqrt(jnp.asarray(init_cov, dt)) * jnp.eye(mu.size, dtype=dt)
+        return LinearState(mu, u, jnp.asarray(a0, dt), jnp.asarray(b0, dt))
 
     def _design(state: LinearState, x):
         s = cell.space
@@ -114,29 +122,29 @@ def linear(
     def predict(state: LinearState) -> LinearState:
         dt = state.mean.dtype
         g = jnp.asarray(forgetting, dt)
-        q = jnp.asarray(dynamics_cov, dt)
-        cov = g**2 * state.cov + q * jnp.eye(state.mean.size, dtype=dt)
-        return state._replace(mean=g * state.mean, cov=cov)
+        u = g * state.chol
+        if not (isinstance(dynamics_cov, int | float) and dynamics_cov == 0):  # static: skip the QR when q = 0
+            u = linalg.qr_upper(u, jnp.sqrt(jnp.asarray(dynamics_cov, dt)) * jnp.eye(state.mean.size, dtype=dt))
+        return state._replace(mean=g * state.mean, chol=u)
 
     def update(state: LinearState, x, y) -> LinearState:
-        mu, sigma, a, b = state
+        mu, u, a, b = state
         y = as_obs(y, mu.dtype)
         yhat, h, r = _design(state, x)
-        sh = sigma @ h.T  # (P, C)
-        s_chol = linalg.chol_upper(linalg.symmetrize(h @ sh + r))
-        gain = linalg.solve_spd_factor(s_chol, sh.T).T  # (P, C)
+        bu = u @ h.T  # B = U Hᵀ (P, C)
+        s = linalg.symmetrize(bu.T @ bu + r)  # S = H Σ Hᵀ + R
         e = y - yhat
-        mu = mu + gain @ e
-        ikh = jnp.eye(mu.size, dtype=mu.dtype) - gain @ h
-        sigma = linalg.symmetrize(ikh @ sigma @ ikh.T + gain @ r @ gain.T)
+        zero = jnp.zeros_like(r)
+        mu_new, u = linalg.sqrt_factor_update(mu, u, bu, s, zero, linalg.sqrt_psd(r), e)
         if nig:
             a = a + 0.5 * e.shape[0]
-            b = b + 0.5 * e @ linalg.solve_spd_factor(s_chol, e[:, None])[:, 0]
-        return LinearState(mu, sigma, a, b)
+            b = b + 0.5 * e @ linalg.solve_spd_factor(linalg.chol_upper(s), e[:, None])[:, 0]
+        return LinearState(mu_new, u, a, b)
 
     def predictive(state: LinearState, x) -> tuple[Array, Array]:
         yhat, h, r = _design(state, x)
-        cov = linalg.symmetrize(h @ state.cov @ h.T + r)
+        bu = state.chol @ h.T
+        cov = linalg.symmetrize(bu.T @ bu + r)
         if nig:
             a, b = state.a, state.b
             cov = cov * jnp.where(a > 1, b / jnp.where(a > 1, a - 1, 1.0), b / a)
@@ -144,9 +152,8 @@ def linear(
 
     def sample(key: Array, state: LinearState):
         k_sig, k_z = jax.random.split(key)
-        evals, evecs = jnp.linalg.eigh(linalg.symmetrize(state.cov))
         z = jax.random.normal(k_z, state.mean.shape, state.mean.dtype)
-        draw = evecs @ (jnp.sqrt(jnp.maximum(evals, 0.0)) * z)
+        draw = state.chol.T @ z  # Cov = UᵀU
         if nig:
             sig2 = state.b / jax.random.gamma(k_sig, state.a, dtype=state.mean.dtype)
             draw = jnp.sqrt(sig2) * draw
