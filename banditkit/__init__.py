@@ -10,7 +10,9 @@ __version__ = "0.1.0"
 from banditkit import (  # noqa: F401
     agents,
     bo,
+    checkpoint,
     datasets,
+    debug,
     environments,
     experiments,
     likelihoods,
@@ -19,6 +21,7 @@ from banditkit import (  # noqa: F401
     plotting,
     policies,
     posteriors,
+    validation,
 )
 
 _SHORTCUTS = {

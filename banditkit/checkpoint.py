@@ -120,9 +120,10 @@ def _encode(arr: np.ndarray) -> np.ndarray:
 def _decode(stored: np.ndarray, dtype_name: str, kind: str) -> Any:
     if kind.startswith("key:"):
         return jax.random.wrap_key_data(jnp.asarray(stored), impl=kind[4:])
-    if str(stored.dtype) == dtype_name:
-        return jnp.asarray(stored)
-    return jnp.asarray(stored.view(jnp.dtype(dtype_name)))
+    a = stored if str(stored.dtype) == dtype_name else stored.view(jnp.dtype(dtype_name))
+    if a.dtype.itemsize == 8 and a.dtype.kind in "fiuc" and not jax.config.jax_enable_x64:
+        return a  # a 64-bit leaf stays a NumPy array (lossless) when JAX would silently cast it to 32 bits
+    return jnp.asarray(a)
 
 
 def describe(tree: Any) -> list[dict]:

@@ -21,11 +21,32 @@ import jax.numpy as jnp
 Array = jax.Array
 
 
-class Gaussian(NamedTuple):
-    """``y ~ N(f, obs_noise · I)``; ``obs_noise`` is the observation-noise variance (must be > 0)."""
-
+class _GaussianFields(NamedTuple):
     obs_noise: float = 1.0
     name: str = "gaussian"
+
+
+class Gaussian(_GaussianFields):
+    """``y ~ N(f, obs_noise · I)``; ``obs_noise`` is the observation-noise variance (must be finite and > 0).
+
+    A zero variance would make every filter's innovation covariance singular for a model whose Jacobian
+    vanishes along some direction (e.g. a repeated input), so it is refused here, once, for every backend.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, obs_noise: float = 1.0, name: str = "gaussian"):
+        if not isinstance(obs_noise, jax.core.Tracer):
+            try:
+                ok = bool(jnp.all(jnp.isfinite(jnp.asarray(obs_noise)))) and bool(jnp.all(jnp.asarray(obs_noise) > 0))
+            except TypeError as e:
+                raise TypeError(f"Gaussian: obs_noise must be a positive float (a variance), got {obs_noise!r}") from e
+            if not ok:
+                raise ValueError(
+                    f"Gaussian: obs_noise={obs_noise!r} must be a finite variance > 0; use a small positive value "
+                    "(e.g. 1e-4) for nearly noise-free observations"
+                )
+        return super().__new__(cls, obs_noise, name)
 
     def mean(self, f: Array) -> Array:
         return f

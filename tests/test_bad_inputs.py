@@ -77,13 +77,9 @@ CASES = [
     case("act-wrong-context-shape", lambda c: c.agent.act(_key(), c.state, jnp.ones(3)), ValueError, "context",
          "shape", "(2,)"),
     case("act-nan-context", lambda c: c.agent.act(_key(), c.state, jnp.array([NAN, 1.0])), ValueError, "context",
-         "finite",
-         xfail="banditkit/agents/bandit.py: BanditAgent.act silently picks an arm for a NaN context; add "
-               "check_finite('context', ...) when not traced, as observe does"),
+         "finite"),
     case("observe-vector-reward", lambda c: c.agent.observe(c.state, c.ctx, 1, jnp.ones(2)), ValueError, "reward",
-         "shape",
-         xfail="banditkit/agents/bandit.py: BanditAgent.observe accepts a (2,) reward and fails deep in the filter "
-               "with a dot_general TypeError; check that the reward is one number (check_shape)"),
+         "shape"),
     case("agent-unknown-backend", lambda c: bk.agents.BanditAgent(c.model, "nope", "thompson"), ValueError,
          "unknown posterior backend", "'nope'", "hilofi", "lofi", "ekf"),
     case("agent-unknown-policy", lambda c: bk.agents.BanditAgent(c.model, "ekf", "nope"), ValueError,
@@ -113,14 +109,12 @@ CASES = [
              c.model.init(jax.random.PRNGKey(0), jnp.zeros(2))),
          ValueError, "last_layer='nohead'", "head"),
     case("posterior-negative-init-cov", lambda c: bk.posteriors.ekf(c.model.apply, init_cov=-1.0), ValueError,
-         "init_cov", "> 0",
-         xfail="banditkit/posteriors/ekf.py: ekf (and the other factories) accept init_cov <= 0, which gives a "
-               "non-PSD prior; validate init_cov > 0 in the factory"),
+         "init_cov", "> 0"),
     case("posterior-negative-dynamics-cov", lambda c: bk.posteriors.ekf(c.model.apply, dynamics_cov=-0.1), ValueError,
-         "dynamics_cov", ">= 0",
-         xfail="banditkit/posteriors/ekf.py: ekf (and the other factories) accept dynamics_cov < 0; validate q >= 0"),
-    case("posterior-zero-rank", lambda c: bk.posteriors.lofi(c.model.apply, rank=0), ValueError, "rank",
-         xfail="banditkit/posteriors/lofi.py: lofi accepts rank=0 (and negative ranks); validate rank >= 1"),
+         "dynamics_cov", ">= 0"),
+    # lofi's rank=0 is the diagonal VD-EKF by design (seed 000 App. A.4); a negative rank is an error
+    case("posterior-negative-rank", lambda c: bk.posteriors.lofi(c.model.apply, rank=-1), ValueError, "rank", ">= 0"),
+    case("posterior-zero-rank-lrkf", lambda c: bk.posteriors.lrkf(c.model.apply, rank=0), ValueError, "rank"),
     # ---- environments ------------------------------------------------------------------------------------------
     case("env-step-action-out-of-range", lambda c: c.wheel.step(99), ValueError, "action 99", "out of range", "0..4"),
     case("env-step-negative-action", lambda c: c.wheel.step(-1), ValueError, "out of range"),

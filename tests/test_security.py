@@ -213,12 +213,6 @@ def test_deb_never_writes_outside_target_and_refuses_links(tmp_path):
 
 
 @_NEEDS_DPKG
-@pytest.mark.xfail(
-    strict=True,
-    reason="banditkit/datasets/safe.py: deb_members normalises names with str.lstrip('./'), which strips EVERY "
-    "leading '.' and '/': '../evil' becomes 'evil', so the request is accepted (written as out/evil) instead of "
-    "refused; strip only a leading './' (str.removeprefix) before safe_member_name",
-)
 def test_deb_refuses_dotdot_request(tmp_path):
     deb = tmp_path / "evil.deb"
     _deb(deb, _EVIL_DEB)

@@ -36,6 +36,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from banditkit import policies as _policies
 from banditkit import posteriors as _posteriors
@@ -262,6 +263,10 @@ class BanditAgent:
         self._check_ready(state)
         context = jax.tree_util.tree_map(jnp.asarray, context)
         self._check_context(context)
+        if not _is_traced(context):
+            from banditkit.validation import check_finite
+
+            check_finite("context", context, hint="clean or impute the context before act()")
         if self.warmup_steps > 0 and self.is_subspace:
             k_warm = jax.random.fold_in(key, 0x5EED)
             if _is_traced((key, state, context)):
@@ -307,6 +312,11 @@ class BanditAgent:
             from banditkit.validation import check_action, check_finite
 
             check_finite("reward", reward, hint="drop or impute the round before observe()")
+            if int(np.size(np.asarray(reward))) != 1:
+                raise ValueError(
+                    f"reward must be one number (the pulled arm's reward), got an array of shape "
+                    f"{np.shape(np.asarray(reward))}"
+                )
             check_finite("context", context, hint="clean the context before observe()")
             k = self._k(jax.tree_util.tree_map(jnp.asarray, context))
             check_action(int(action), k)

@@ -121,6 +121,13 @@ def zip_members(archive: str | os.PathLike, members: list[str], dest: str | os.P
     return out
 
 
+def _strip_dot_slash(name: str) -> str:
+    """``./usr/x`` -> ``usr/x`` (only whole leading ``./`` components; ``lstrip`` would also eat ``..`` or ``.x``)."""
+    while name.startswith("./"):
+        name = name[2:]
+    return name
+
+
 def deb_members(deb: str | os.PathLike, members: list[str], dest: str | os.PathLike) -> dict[str, Path]:
     """Copy regular-file ``members`` (paths inside the package, e.g. ``usr/share/x.gz``) out of a ``.deb``.
 
@@ -128,7 +135,7 @@ def deb_members(deb: str | os.PathLike, members: list[str], dest: str | os.PathL
     """
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
-    wanted = {safe_member_name(m.lstrip("./")): m for m in members}
+    wanted = {safe_member_name(_strip_dot_slash(m)): m for m in members}
     try:
         proc = subprocess.run(["dpkg-deb", "--fsys-tarfile", os.fspath(deb)], check=True, capture_output=True)
     except FileNotFoundError as e:
@@ -139,10 +146,10 @@ def deb_members(deb: str | os.PathLike, members: list[str], dest: str | os.PathL
     try:
         with tarfile.open(fileobj=io.BytesIO(proc.stdout), mode="r:") as tf:
             for info in tf:
-                name = posixpath.normpath(info.name.lstrip("./")) if info.name not in (".", "./") else ""
+                name = posixpath.normpath(_strip_dot_slash(info.name)) if info.name not in (".", "./") else ""
                 if name not in wanted:
                     continue
-                safe_member_name(info.name.lstrip("./"))
+                safe_member_name(_strip_dot_slash(info.name))
                 if not info.isfile():
                     raise UnsafeFileError(f"refusing {info.name!r} in {deb}: not a regular file")
                 target = dest / posixpath.basename(name)

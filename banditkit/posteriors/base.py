@@ -136,6 +136,33 @@ class ParamSpace:
         return jax.tree_util.tree_unflatten(self.treedef, leaves)
 
 
+def check_common_hyper(
+    name: str, *, init_cov=None, dynamics_cov=None, forgetting=None, rank=None, min_rank: int = 1, **variances
+) -> None:
+    """Raise ``ValueError`` for an impossible shared hyper-parameter (concrete values only; tracers pass).
+
+    ``init_cov > 0`` (a variance), ``dynamics_cov ≥ 0`` (a variance), ``0 < forgetting ≤ 1``, ``rank`` an int
+    ``≥ min_rank``; extra keyword ``init_cov_*`` / ``dynamics_cov_*`` are checked like their base names.
+    Shared by every backend factory so the messages read the same.
+    """
+
+    def concrete(v):
+        return v is not None and not isinstance(v, jax.core.Tracer) and jnp.ndim(v) == 0
+
+    checks = [("init_cov", init_cov), ("dynamics_cov", dynamics_cov)] + sorted(variances.items())
+    for key, v in checks:
+        if not concrete(v):
+            continue
+        if key.startswith("init_cov") and not float(v) > 0:
+            raise ValueError(f"{name}: {key} is a prior variance and must be > 0, got {v!r}")
+        if key.startswith("dynamics_cov") and not float(v) >= 0:
+            raise ValueError(f"{name}: {key} is a drift variance and must be >= 0, got {v!r}")
+    if concrete(forgetting) and not 0 < float(forgetting) <= 1:
+        raise ValueError(f"{name}: forgetting (gamma) must lie in (0, 1] (1 = no forgetting), got {forgetting!r}")
+    if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < min_rank):
+        raise ValueError(f"{name}: rank must be an integer >= {min_rank}, got {rank!r}")
+
+
 def linearize(
     obs_fn: Callable[[Array], Array], theta: Array, likelihood: Likelihood
 ) -> tuple[Array, Array, Array]:

@@ -72,7 +72,7 @@ from jax.scipy.linalg import solve_triangular
 
 from banditkit import linalg
 from banditkit.likelihoods import Gaussian, Likelihood
-from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, linearize
+from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, check_common_hyper, linearize
 
 Array = jax.Array
 
@@ -181,6 +181,7 @@ def bong(
       min_precision: floor for diagonal / DLR precisions under the gradient rules ``bog`` / ``bbb``.
       seed: seeds the PRNG key kept in the state (used only by the ``mc-*`` estimators).
     """
+    check_common_hyper("bong", init_cov=init_cov, dynamics_cov=dynamics_cov, forgetting=forgetting)
     rule = str(rule).lower()
     estimator = str(estimator).lower().replace("_", "-")
     family = str(family).lower()

@@ -30,29 +30,11 @@ import jax.numpy as jnp
 
 from banditkit import linalg
 from banditkit.likelihoods import Gaussian, Likelihood
-from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, linearize
+from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, check_common_hyper, linearize
 
 Array = jax.Array
 
 _METHODS = ("variational", "decoupled")
-
-
-def check_common_hyper(name: str, *, init_cov=None, dynamics_cov=None, forgetting=None) -> None:
-    """Raise ``ValueError`` for an impossible shared hyper-parameter (concrete values only; tracers pass).
-
-    ``init_cov > 0`` (a variance), ``dynamics_cov ≥ 0`` (a variance), ``0 < forgetting ≤ 1``.
-    Shared by the backends of this group so the messages read the same.
-    """
-
-    def concrete(v):
-        return v is not None and not isinstance(v, jax.core.Tracer) and jnp.ndim(v) == 0
-
-    if concrete(init_cov) and not float(init_cov) > 0:
-        raise ValueError(f"{name}: init_cov is a prior variance and must be > 0, got {init_cov!r}")
-    if concrete(dynamics_cov) and not float(dynamics_cov) >= 0:
-        raise ValueError(f"{name}: dynamics_cov is a drift variance and must be >= 0, got {dynamics_cov!r}")
-    if concrete(forgetting) and not 0 < float(forgetting) <= 1:
-        raise ValueError(f"{name}: forgetting (gamma) must lie in (0, 1] (1 = no forgetting), got {forgetting!r}")
 
 
 class DiagEKFState(NamedTuple):

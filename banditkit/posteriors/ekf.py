@@ -19,7 +19,7 @@ import jax.numpy as jnp
 
 from banditkit import linalg
 from banditkit.likelihoods import Gaussian, Likelihood
-from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, linearize
+from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, check_common_hyper, linearize
 
 Array = jax.Array
 
@@ -46,6 +46,7 @@ def ekf(
       dynamics_cov: ``q``, random-walk variance added per ``predict``.
       forgetting: ``γ``, the mean shrinks as ``θ ← γθ`` per ``predict`` (and ``Σ ← γ²Σ``).
     """
+    check_common_hyper("ekf", init_cov=init_cov, dynamics_cov=dynamics_cov, forgetting=forgetting)
     cell = SpaceCell()
 
     def init(params) -> EKFState:

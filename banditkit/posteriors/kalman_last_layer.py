@@ -54,8 +54,7 @@ import jax.numpy as jnp
 
 from banditkit import linalg
 from banditkit.likelihoods import Bernoulli, Categorical, Gaussian, Likelihood
-from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs
-from banditkit.posteriors.diag_ekf import check_common_hyper
+from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, check_common_hyper
 
 Array = jax.Array
 

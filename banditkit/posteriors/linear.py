@@ -44,8 +44,7 @@ import jax.numpy as jnp
 
 from banditkit import linalg
 from banditkit.likelihoods import Gaussian, Likelihood
-from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, linearize
-from banditkit.posteriors.diag_ekf import check_common_hyper
+from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, check_common_hyper, linearize
 
 Array = jax.Array
 

@@ -47,7 +47,7 @@ from jax.scipy.linalg import solve_triangular
 
 from banditkit import linalg
 from banditkit.likelihoods import Gaussian, Likelihood
-from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, linearize
+from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, check_common_hyper, linearize
 
 Array = jax.Array
 
@@ -140,6 +140,7 @@ def lofi(
       inflation_factor: ``α ≥ 0``; past likelihood terms are discounted by ``(1+α)^{-lag}``.
       spherical: keep ``Υ = η I`` (App. F): discarded directions are dropped instead of moved into ``Υ``.
     """
+    check_common_hyper("lofi", init_cov=init_cov, dynamics_cov=dynamics_cov, forgetting=forgetting)
     if not isinstance(rank, int) or isinstance(rank, bool) or rank < 0:
         raise ValueError(f"lofi: rank must be an integer >= 0 (0 gives the diagonal VD-EKF), got {rank!r}")
     if inflation not in INFLATIONS:

@@ -46,7 +46,7 @@ import optax
 
 from banditkit import linalg
 from banditkit.likelihoods import Gaussian, Likelihood
-from banditkit.posteriors.base import ApplyFn, Posterior, PyTree, SpaceCell, as_obs
+from banditkit.posteriors.base import ApplyFn, Posterior, PyTree, SpaceCell, as_obs, check_common_hyper
 from banditkit.posteriors.replay_sgd import (
     FifoBuffer,
     as_key,
@@ -107,6 +107,7 @@ def neural_linear(
       key: PRNG key or int seed for minibatches.
       example_x: one model input, to shape the buffer (or pass it to ``init``).
     """
+    check_common_hyper("neural_linear", init_cov=init_cov)
     if not isinstance(likelihood, Gaussian):
         raise TypeError(
             f"neural_linear is a Normal-Inverse-Gamma regression and needs a Gaussian likelihood, got "

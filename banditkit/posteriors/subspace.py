@@ -38,8 +38,8 @@ import optax
 
 from banditkit import linalg
 from banditkit.likelihoods import Gaussian, Likelihood
-from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, SpaceCell
-from banditkit.posteriors.diag_ekf import check_common_hyper, diag_ekf
+from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, SpaceCell, check_common_hyper
+from banditkit.posteriors.diag_ekf import diag_ekf
 from banditkit.posteriors.ekf import ekf
 
 Array = jax.Array
