@@ -43,13 +43,19 @@ def _seed003(args) -> None:
                                  max_agent_s=args.max_agent_s)
     s = common.summary(common.per_seed(res), list(res.timing)) if res.timing else None
     floors = []
-    if s is not None and "hilofi_ts" in s.index:
-        r = s.loc["hilofi_ts"]
+    for name in ("hilofi_ts", "hilofi_ts_qlast0"):
+        if s is None or name not in s.index:
+            continue
+        r = s.loc[name]
+        variant = "" if name == "hilofi_ts" else " — variant with q_ℓ = 0, not the paper's agent"
         floors.append(common.Floor(
-            "HiLoFi-TS mean reward per round ≥ 0.78 (authors' notebook, 40,000 steps)", bool(r.mean_reward >= 0.78),
+            f"HiLoFi-TS mean reward per round ≥ 0.78 (authors' notebook, 40,000 steps) [{name}{variant}]",
+            bool(r.mean_reward >= 0.78),
             f"measured {r.mean_reward:.4f} ± {r.mean_reward_se:.4f} over {int(r.seeds)} seeds at {int(r.steps)} "
-            f"steps" + ("" if r.steps >= 40000 else " (fewer steps than the protocol: the early rounds, where the "
-                                                  "network is still untrained, weigh more in the mean)")))
+            f"steps; last 25% of steps {r.late_reward:.4f} ± {r.late_reward_se:.4f}"
+            + ("" if r.steps >= 40000 else " (fewer steps than the protocol: the early rounds, where the network is "
+                                           "still untrained, weigh more in the mean, so the floor is not assessed)"),
+            assessed=bool(r.steps >= 40000 and name == "hilofi_ts")))
     common.write_outputs(
         res, args.out, "mnist_seed003", title="MNIST bandit, seed 003 protocol (LeNet5)",
         protocol=f"{args.steps} steps × {args.seeds} seeds, images drawn with replacement, LeNet5 (ELU)",
@@ -59,7 +65,11 @@ def _seed003(args) -> None:
                "All Bayesian agents observe the 0/1 reward of the pulled arm through a Gaussian likelihood "
                "(banditkit's agent default, obs. noise 0.1); the authors used a moment-matched classification "
                "likelihood with jitter 1e-4.",
-               "Replay-SGD ε-greedy is the AdamW point-estimate baseline (LLL-ε in the paper)."])
+               "Replay-SGD ε-greedy is the AdamW point-estimate baseline (LLL-ε in the paper).",
+               "`hilofi_ts_qlast0` is NOT the paper's agent: HiLoFi-TS with q_ℓ = 0 (q_h = 1e-6 kept).  With "
+               "q_ℓ > 0 banditkit's HiLoFi re-triangularises the full 850×850 last-layer square root by a QR of a "
+               "1700×850 stack in every predict (banditkit/posteriors/hilofi.py, predict), ~0.6 s per seed and step "
+               "here, which does not fit a CPU budget; the variant shows what HiLoFi does without that cost."])
 
 
 def _seed002(args) -> None:
@@ -83,7 +93,9 @@ def _seed002(args) -> None:
             floors.append(common.Floor(
                 "EKF-Sub-SVD on LeNet5 ≥ 4400/5000 (≥ 0.88 per round)", bool(r.mean_reward >= 0.88),
                 f"measured {r.cum_reward:.1f} ± {r.cum_reward_se:.1f} over {int(r.steps)} steps "
-                f"= {r.mean_reward:.4f} per round"))
+                f"= {r.mean_reward:.4f} ± {r.mean_reward_se:.4f} per round"
+                + ("" if r.steps >= 5000 else " (fewer steps than the protocol: not assessed)"),
+                assessed=bool(r.steps >= 5000)))
         if s is not None:
             sub = [a for a in ("ekf_sub_svd", "ekf_sub_rnd") if a in s.index]
             nl = [a for a in ("neural_linear_lim", "neural_linear_unlim") if a in s.index]
@@ -91,9 +103,11 @@ def _seed002(args) -> None:
                 best_sub = max(s.loc[a, "cum_reward"] for a in sub)
                 best_nl = max(s.loc[a, "cum_reward"] for a in nl)
                 lin = s.loc["linear", "cum_reward"]
+                full = all(s.loc[a, "steps"] >= 5000 for a in [*sub, *nl, "linear"])
                 floors.append(common.Floor(
                     f"ordering EKF-subspace > neural-linear > linear ({mname})", bool(best_sub > best_nl > lin),
-                    f"best subspace {best_sub:.1f}, best neural-linear {best_nl:.1f}, linear {lin:.1f}"))
+                    f"best subspace {best_sub:.1f}, best neural-linear {best_nl:.1f}, linear {lin:.1f}"
+                    + ("" if full else " (some agent ran fewer than 5000 steps: not assessed)"), assessed=full))
         common.write_outputs(
             res, args.out, f"mnist_seed002_{mname}", title=f"MNIST bandit, seed 002 protocol ({mname})",
             protocol=f"{args.steps} steps × {args.seeds} seeds, a random permutation of the training images, "

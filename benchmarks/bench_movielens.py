@@ -38,7 +38,7 @@ def main(argv=None) -> None:
     agents = common.seed002_agents(num_actions=int(env.unwrapped.num_actions), warmup_per_arm=2, sgd_lr=0.8,
                                    nl_buffers=(50, 4800), nl_lr=0.01)
     extra = common.seed003_agents(eps_greedy=False)
-    agents.update({k: extra[k] for k in ("hilofi_ts", "lofi_ts")})
+    agents.update({k: extra[k] for k in ("hilofi_ts", "hilofi_ts_qlast0", "lofi_ts")})
     agents = common.select(agents, args.agents)
     print(f"== MovieLens: {list(agents)}, {args.steps} steps, {args.seeds} seeds", flush=True)
     res = common.run_agents(env, agents, args.steps, args.seeds, progress=args.progress,
