@@ -242,7 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument(
         "--agents", default=None, help=f"subset of the demo agents, comma-separated ({', '.join(DEMO_AGENTS)})"
     )
-    _common(d, steps=300, seeds=2, out=os.path.join("results", "demo"))
+    _common(d, steps=1500, seeds=3, out=os.path.join("results", "demo"))
     d.set_defaults(func=cmd_demo)
 
     r = sub.add_parser(

@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 Array = jax.Array
 
@@ -38,8 +39,9 @@ class Gaussian(_GaussianFields):
     def __new__(cls, obs_noise: float = 1.0, name: str = "gaussian"):
         if not isinstance(obs_noise, jax.core.Tracer):
             try:
-                ok = bool(jnp.all(jnp.isfinite(jnp.asarray(obs_noise)))) and bool(jnp.all(jnp.asarray(obs_noise) > 0))
-            except TypeError as e:
+                v = np.asarray(obs_noise, dtype=float)
+                ok = bool(np.all(np.isfinite(v))) and bool(np.all(v > 0))
+            except (TypeError, ValueError) as e:
                 raise TypeError(f"Gaussian: obs_noise must be a positive float (a variance), got {obs_noise!r}") from e
             if not ok:
                 raise ValueError(

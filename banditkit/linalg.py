@@ -47,8 +47,16 @@ def qr_upper(*blocks: Array) -> Array:
 
 
 def chol_upper(s: Array) -> Array:
-    """Upper Cholesky factor ``U`` of a small SPD matrix ``S (n, n)``: ``S = UᵀU``."""
-    return jnp.linalg.cholesky(s).T
+    """Upper Cholesky factor ``U`` of a small SPD matrix ``S (n, n)``: ``S = UᵀU``.
+
+    A relative jitter ``n · ε_mach · max_i S_ii`` is added to the diagonal first: it is below the rounding error
+    of ``S`` itself, so well-conditioned matrices are unaffected, but an innovation covariance whose condition
+    number exceeds ``1/ε_mach`` (e.g. a saturated softmax: ``JΣJᵀ`` of order 10⁴ next to ``R`` of order 10⁻⁴ along
+    the sum-to-one direction) still factors instead of returning NaN.
+    """
+    n = s.shape[0]
+    jitter = n * jnp.finfo(s.dtype).eps * jnp.max(jnp.abs(jnp.diagonal(s)))
+    return jnp.linalg.cholesky(s + jitter * jnp.eye(n, dtype=s.dtype)).T
 
 
 def solve_spd_factor(u: Array, j: Array) -> Array:

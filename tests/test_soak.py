@@ -55,17 +55,11 @@ NAMES = bench.backend_names()
 # (test, backend) -> reason.  Found by this soak; the numbers are in the helper-8 report / benchmarks/results/soak.md.
 _HUGE = "{f}: after the 20,000-step soak, inputs scaled ×1e3 make the state non-finite within {k} steps (float32 {why})"
 KNOWN = {
-    ("regression", "kalman_last_layer"): "banditkit/posteriors/kalman_last_layer.py: with learn_forgetting=True the "
-    "learned γ collapses to ~1e-3 within 2,000 steps of this drifting stream (the model is misspecified: 8 fixed "
-    "random features), so the filter reverts to its prior every step: end-window MSE 1.18 = the no-update baseline "
-    "(learn_forgetting=False reaches 0.54)",
     ("stress", "bong"): _HUGE.format(f="banditkit/posteriors/bong.py: bong", k=12, why="precision update"),
     ("stress", "lofi"): _HUGE.format(f="banditkit/posteriors/lofi.py: lofi", k=17, why="precision update"),
     ("stress", "last_layer_laplace"): _HUGE.format(
         f="banditkit/posteriors/laplace.py: last_layer_laplace", k=1, why="AdamW on the raw buffer loss / GGN"
     ),
-    ("categorical", "diag_ekf"): "banditkit/posteriors/diag_ekf.py: near-certain Categorical predictions (head ×1e3) "
-    "make the state non-finite after ~110 updates (predictive variance 3e4 just before)",
 }
 
 
