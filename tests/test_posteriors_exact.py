@@ -327,7 +327,9 @@ def test_kalman_last_layer_gamma_step_matches_seed001_closed_form(x64):
     sw2, lr, g0 = 0.9, 0.05, 0.95
     s0 = np.array([1.0, 2.0, -1.0])
     tree = {"body": {"s": jnp.asarray(s0)}, "head": {"w": jnp.zeros(3), "b": jnp.zeros(1)}}
-    post = P_.kalman_last_layer(klm_apply, Gaussian(R_VAR), init_cov=sw2, forgetting=g0, forgetting_lr=lr)
+    post = P_.kalman_last_layer(
+        klm_apply, Gaussian(R_VAR), init_cov=sw2, forgetting=g0, forgetting_lr=lr, forgetting_grad_clip=None
+    )
     step = jax.jit(lambda s, x, y: post.update(post.predict(s), x, y))
     state = post.init(tree)
     for _ in range(4):  # move (m, A) away from the prior

@@ -14,10 +14,16 @@ Drift (seed 001 eq. 2 with the general prior of App. D, plus an optional extra r
 ``N(w_0, σ_w² I)`` invariant: γ = 1 is static Bayesian regression, γ = 0 a reset to the prior.
 ``shrink_mean=False`` is App. E's variant (``m⁻ = m``: no shrinkage of the mean, for targets with a level).
 
-Time update (``predict``)::   m⁻ = γ m + (1 − γ) w_0,   A⁻ = γ² A + ((1 − γ²) σ_w² + q) I
-Measurement (``update``), linearised at ``m⁻`` (Joseph form)::
+Square-root form: the state holds an upper factor ``U`` with ``A = UᵀU`` (``state.cov`` forms ``A``).
+
+Time update (``predict``)::   m⁻ = γ m + (1 − γ) w_0,   A⁻ = γ² A + a I,   a = (1 − γ²) σ_w² + q
+    U⁻ = Q_R([γ U ; √a I])                          (QR of the stack: UᵀU stays PSD in float32)
+Measurement (``update``), linearised at ``m⁻`` (square-root Joseph form, Potter type)::
     ŷ = m(f(h, m⁻, x)), J = ∂ŷ/∂w (C, D_ℓ), S = J A⁻ Jᵀ + R, K = A⁻ Jᵀ S⁻¹, m = m⁻ + K (y − ŷ),
-    A = (I − K J) A⁻ (I − K J)ᵀ + K R Kᵀ
+    A = (I − K J) A⁻ (I − K J)ᵀ + K R Kᵀ      (as U ← U − B M (Bᵀ U), B = U Jᵀ: ``linalg.sqrt_factor_update``)
+The covariance form of seed 001 (``A = A⁻ − s sᵀ / v``, ``O(m²)``) is not used: in float32 with a small
+observation noise (``Gaussian(1e-6)``, γ = 1) its rounding makes ``A`` indefinite within ~20 steps and the
+state NaN (found by ``tests/test_soak.py``); the factor form cannot lose positive semi-definiteness.
 
 Learning γ online (seed 001 §5, eqs. 8/12, errata applied: noise std ``√(1−γ²) σ_w``, corrected eq. 7):
 ``γ = exp(−δ/2)`` with ``δ ≥ 0`` kept in the state.  At each ``update`` *after a* ``predict``, before the
@@ -35,6 +41,20 @@ and the time update is then applied with the new γ.  ``log p̂`` is
   exact link, ``log (1/S) Σ_s p(y | f_s)``, ``f_s = f̂ + L ε_s``, ``L Lᵀ = J_f A⁻(δ) J_fᵀ`` (logit covariance),
   reparametrised, ``num_samples`` fresh draws per step from a key carried in the state (seed 001 eq. 10).
 
+Step-size safeguard (not in seed 001, which takes a plain SGD step and only clips ``δ ≥ 0``): the gradient is
+clipped to ``[−c, c]``, ``c = forgetting_grad_clip`` (default 10), before the step, so one step moves δ by at
+most ``forgetting_lr · c``.  Why: for a Gaussian the gradient is ``½ (z² − 1) ∂ log S/∂δ`` plus a mean term,
+with ``z`` the standardised innovation, so it is unbounded (a single ``z² ≈ 40`` moved δ from 0 to 13.2 with
+``forgetting_lr = 1e-2`` on the soak stream of ``benchmarks/bench_soak.py``), and since ``∂γ/∂δ = −γ/2``
+vanishes for large δ such a jump is absorbing: γ stayed at 0.0014 for 20,000 steps and the filter reset to its
+prior every step, although the best *fixed* γ on that stream has a far higher mean log predictive (γ = 0.9:
+−1.34 vs −1.71 at γ = 0.0014, γ = 1: −24.5), i.e. the collapse was an optimiser failure, not the objective's
+optimum.  With ``|∂ log S/∂δ| ≲ 1``, ``c = 10`` only bites for surprises beyond ``|z| ≈ 4.6``; a smaller ``c``
+(1) also avoids the collapse but makes γ too slow to drop after a real switch (a sign-flipped target: δ ≤ 0.04
+after 30 steps, vs 0.3 with ``c = 10`` and an immediate 3.0 unclipped).  Seed 001's settings (lr ∈ {0.5, 0.1,
+0.01, 0.001}; lr = 1.0 with σ² = 0.05, σ_w² = 0.01 in its time-series example) keep their meaning whenever
+``|∂ log p̂/∂δ| ≤ c``; ``forgetting_grad_clip=None`` restores the plain step.
+
 So that γ can be learned, the state carries the statistics *before* the pending time update: ``predict`` only
 marks a step as pending (applying an earlier pending one first), and ``predictive``/``sample``/``mean`` apply
 the pending time update on the fly.  An ``update`` with no pending ``predict`` has no transition and leaves γ
@@ -42,7 +62,8 @@ alone (seed 001's "Last Step Markov" absorption inside a chunk).  Classification
 toolkit's moment-matched ``Bernoulli``/``Categorical`` linearisation (or, with a ``Gaussian`` likelihood on
 one-hot labels, seed 001's surrogate exactly); the γ objective always uses the exact link as above.
 
-Cost per step: ``O(C · D_ℓ²)`` plus one network pass; memory ``O(D_ℓ²)``.
+Cost per step: ``O(C · D_ℓ²)`` for the measurement update, ``O(D_ℓ³)`` for the QR of a pending time update,
+plus one network pass; memory ``O(D_ℓ²)``.
 """
 
 from __future__ import annotations
@@ -61,12 +82,17 @@ Array = jax.Array
 
 class KLLState(NamedTuple):
     mean: Array  # (D_ℓ,) last-layer mean before the pending time update
-    cov: Array  # (D_ℓ, D_ℓ)
+    chol: Array  # (D_ℓ, D_ℓ) square root U of the covariance, A = UᵀU (before the pending time update)
     delta: Array  # () δ = −2 log γ ≥ 0
     pending: Array  # () 1.0 if a time update is pending, else 0.0
     hidden: Array  # (D_h,) fixed hidden weights
     prior_mean: Array  # (D_ℓ,) w_0
     key: Array  # PRNG key for the Monte-Carlo γ objective
+
+    @property
+    def cov(self) -> Array:
+        """``A = UᵀU (D_ℓ, D_ℓ)`` (formed on demand; before the pending time update)."""
+        return self.chol.T @ self.chol
 
 
 def current_forgetting(state: KLLState) -> Array:
@@ -84,6 +110,7 @@ def kalman_last_layer(
     forgetting: float = 1.0,
     learn_forgetting: bool = True,
     forgetting_lr: float = 1e-2,
+    forgetting_grad_clip: float | None = 10.0,
     shrink_mean: bool = True,
     link: str | None = None,
     num_samples: int = 50,
@@ -101,6 +128,8 @@ def kalman_last_layer(
       forgetting: the initial ``γ ∈ (0, 1]``.
       learn_forgetting: take one gradient step on δ per ``update`` (after a ``predict``).
       forgetting_lr: step size ``ρ`` of that gradient step on δ.
+      forgetting_grad_clip: ``c``: the δ-gradient is clipped to ``[−c, c]`` first (``None``: seed 001's plain
+        step; see the module docstring for why the default is 10).
       shrink_mean: ``True``: ``m⁻ = γ m + (1−γ) w_0`` (eq. 6 / App. D); ``False``: ``m⁻ = m`` (App. E).
       link: for a ``Gaussian`` surrogate on one-hot / 0-1 labels, ``"softmax"`` or ``"sigmoid"`` makes the γ
         objective the MC log predictive of that link; ``None`` uses the likelihood itself.
@@ -112,6 +141,11 @@ def kalman_last_layer(
         raise ValueError(f"kalman_last_layer: link={link!r} must be None, 'softmax' or 'sigmoid'")
     if not isinstance(forgetting_lr, jax.core.Tracer) and float(forgetting_lr) < 0:
         raise ValueError(f"kalman_last_layer: forgetting_lr must be >= 0, got {forgetting_lr!r}")
+    if forgetting_grad_clip is not None and not isinstance(forgetting_grad_clip, jax.core.Tracer):
+        if not float(forgetting_grad_clip) > 0:
+            raise ValueError(
+                f"kalman_last_layer: forgetting_grad_clip must be > 0 or None, got {forgetting_grad_clip!r}"
+            )
     if isinstance(likelihood, Categorical):
         mc_link = "softmax"
     elif isinstance(likelihood, Bernoulli):
@@ -127,7 +161,7 @@ def kalman_last_layer(
         g0 = jnp.asarray(forgetting, dt)
         return KLLState(
             mean=w,
-            cov=jnp.asarray(init_cov, dt) * jnp.eye(w.size, dtype=dt),
+            chol=jnp.sqrt(jnp.asarray(init_cov, dt)) * jnp.eye(w.size, dtype=dt),
             delta=-2.0 * jnp.log(g0),
             pending=jnp.zeros((), dt),
             hidden=h,
@@ -135,18 +169,38 @@ def kalman_last_layer(
             key=jax.random.PRNGKey(seed),
         )
 
-    def _transition(mean, cov, prior_mean, delta):
-        dt = mean.dtype
+    def _drift(delta, dt):
+        """``(γ, a)``: the forgetting factor and the isotropic variance ``a = (1 − γ²) σ_w² + q`` it adds."""
         g = jnp.exp(-0.5 * delta)
-        eye = jnp.eye(mean.size, dtype=dt)
         add = (1.0 - g**2) * jnp.asarray(init_cov, dt) + jnp.asarray(dynamics_cov, dt)
-        m = g * mean + (1.0 - g) * prior_mean if shrink_mean else mean
-        return m, g**2 * cov + add * eye
+        return g, jnp.maximum(add, 0.0)
 
-    def _predicted(state: KLLState) -> tuple[Array, Array]:
-        m, a = _transition(state.mean, state.cov, state.prior_mean, state.delta)
+    def _mean_after(mean, prior_mean, g):
+        return g * mean + (1.0 - g) * prior_mean if shrink_mean else mean
+
+    def _transition(state: KLLState) -> tuple[Array, Array]:
+        """``(m⁻, U⁻)`` after the time update with the state's δ (QR of ``[γU; √a I]``)."""
+        dt = state.mean.dtype
+        g, add = _drift(state.delta, dt)
+        eye = jnp.eye(state.mean.size, dtype=dt)
+        return _mean_after(state.mean, state.prior_mean, g), linalg.qr_upper(g * state.chol, jnp.sqrt(add) * eye)
+
+    def _settled(state: KLLState) -> tuple[Array, Array]:
+        """``(m, U)`` with a pending time update applied (as is otherwise)."""
+        return jax.lax.cond(state.pending > 0, _transition, lambda s: (s.mean, s.chol), state)
+
+    def _proj_cov(state: KLLState, jac: Array) -> Array:
+        """``J A⁻ Jᵀ (C, C)`` for the pending time update (or ``J A Jᵀ``), without forming ``A⁻``."""
+        dt = state.mean.dtype
+        g, add = _drift(state.delta, dt)
         on = state.pending > 0
-        return jnp.where(on, m, state.mean), jnp.where(on, a, state.cov)
+        g, add = jnp.where(on, g, 1.0), jnp.where(on, add, 0.0)
+        b = state.chol @ jac.T
+        return linalg.symmetrize(g**2 * (b.T @ b) + add * (jac @ jac.T))
+
+    def _predicted_mean(state: KLLState) -> Array:
+        g, _ = _drift(state.delta, state.mean.dtype)
+        return jnp.where(state.pending > 0, _mean_after(state.mean, state.prior_mean, g), state.mean)
 
     def _logits_and_jac(state: KLLState, w, x):
         """Model output ``f (C,)`` and ``∂f/∂w (C, D_ℓ)`` at last-layer weights ``w`` (hidden fixed)."""
@@ -165,20 +219,23 @@ def kalman_last_layer(
         return likelihood.mean(f), dm @ jf, likelihood.cov(f)
 
     def predict(state: KLLState) -> KLLState:
-        m, a = _predicted(state)
-        return state._replace(mean=m, cov=a, pending=jnp.ones_like(state.pending))
+        m, u = _settled(state)
+        return state._replace(mean=m, chol=u, pending=jnp.ones_like(state.pending))
 
     def _log_pred(delta, state: KLLState, f, jf, y, eps):
         """One-step log predictive of ``y`` as a function of δ (previous statistics held constant)."""
-        m, a = _transition(state.mean, state.cov, state.prior_mean, delta)
-        fm = f + jf @ (m - state.mean)  # output at m⁻(δ) (exact for a linear head)
+        dt = state.mean.dtype
+        g, add = _drift(delta, dt)
+        b = state.chol @ jf.T  # (D_ℓ, C)
+        fm = f + jf @ (_mean_after(state.mean, state.prior_mean, g) - state.mean)  # exact for a linear head
         if mc_link is None:
             yhat, j, r = _moments(fm, jf)
-            s = linalg.symmetrize(j @ a @ j.T + r)
+            bj = state.chol @ j.T
+            s = linalg.symmetrize(g**2 * (bj.T @ bj) + add * (j @ j.T) + r)
             u = linalg.chol_upper(s)
             z = jax.scipy.linalg.solve_triangular(u, y - yhat, trans="T", lower=False)
             return -0.5 * (z @ z) - jnp.sum(jnp.log(jnp.diag(u))) - 0.5 * y.size * jnp.log(2 * jnp.pi)
-        cf = linalg.symmetrize(jf @ a @ jf.T)
+        cf = linalg.symmetrize(g**2 * (b.T @ b) + add * (jf @ jf.T))
         tiny = jnp.finfo(f.dtype).eps * (jnp.trace(cf) / f.size + 1.0)
         lower = jnp.linalg.cholesky(cf + tiny * jnp.eye(f.size, dtype=f.dtype))
         fs = fm[None, :] + eps @ lower.T  # (S, C)
@@ -198,37 +255,42 @@ def kalman_last_layer(
             eps = jax.random.normal(sub, (num_samples, f.size), dt)
             grad = jax.grad(_log_pred)(delta, state, f, jf, y, eps)
             grad = jnp.where(jnp.isfinite(grad), grad, 0.0)
+            if forgetting_grad_clip is not None:
+                clip = jnp.asarray(forgetting_grad_clip, dt)
+                grad = jnp.clip(grad, -clip, clip)
             step = jnp.asarray(forgetting_lr, dt) * grad * state.pending
             delta = jnp.maximum(delta + step, 0.0)
         state = state._replace(delta=delta)
-        m, a = _predicted(state)
+        m, u = _settled(state)
         f, jf = _logits_and_jac(state, m, x)
         yhat, j, r = _moments(f, jf)
-        aj = a @ j.T  # (D_ℓ, C)
-        s = linalg.symmetrize(j @ aj + r)
-        gain = linalg.solve_spd_factor(linalg.chol_upper(s), aj.T).T
-        m = m + gain @ (y - yhat)
-        ikj = jnp.eye(m.size, dtype=dt) - gain @ j
-        a = linalg.symmetrize(ikj @ a @ ikj.T + gain @ r @ gain.T)
-        return state._replace(mean=m, cov=a, pending=jnp.zeros_like(state.pending), key=key)
+        bu = u @ j.T  # B = U Jᵀ (D_ℓ, C)
+        s = linalg.symmetrize(bu.T @ bu + r)
+        m, u = linalg.sqrt_factor_update(m, u, bu, s, jnp.zeros_like(r), linalg.sqrt_psd(r), y - yhat)
+        return state._replace(mean=m, chol=u, pending=jnp.zeros_like(state.pending), key=key)
 
     def predictive(state: KLLState, x) -> tuple[Array, Array]:
-        m, a = _predicted(state)
-        yhat, j, r = _moments(*_logits_and_jac(state, m, x))
-        return yhat, linalg.symmetrize(j @ a @ j.T + r)
+        yhat, j, r = _moments(*_logits_and_jac(state, _predicted_mean(state), x))
+        return yhat, linalg.symmetrize(_proj_cov(state, j) + r)
 
     def sample(key: Array, state: KLLState):
-        m, a = _predicted(state)
-        evals, evecs = jnp.linalg.eigh(linalg.symmetrize(a))
-        z = jax.random.normal(key, m.shape, m.dtype)
-        return cell.space.merge(state.hidden, m + evecs @ (jnp.sqrt(jnp.maximum(evals, 0.0)) * z))
+        """``w = m⁻ + γ Uᵀ z₁ + √a z₂`` (exact draw from ``N(m⁻, γ²UᵀU + aI)``, no factorisation)."""
+        dt = state.mean.dtype
+        g, add = _drift(state.delta, dt)
+        on = state.pending > 0
+        g, add = jnp.where(on, g, 1.0), jnp.where(on, add, 0.0)
+        k1, k2 = jax.random.split(key)
+        z1 = jax.random.normal(k1, state.mean.shape, dt)
+        z2 = jax.random.normal(k2, state.mean.shape, dt)
+        w = _predicted_mean(state) + g * (state.chol.T @ z1) + jnp.sqrt(add) * z2
+        return cell.space.merge(state.hidden, w)
 
     def mean(state: KLLState):
-        return cell.space.merge(state.hidden, _predicted(state)[0])
+        return cell.space.merge(state.hidden, _predicted_mean(state))
 
     hyper = dict(
         last_layer=last_layer, init_cov=init_cov, dynamics_cov=dynamics_cov, forgetting=forgetting,
-        learn_forgetting=learn_forgetting, forgetting_lr=forgetting_lr, shrink_mean=shrink_mean, link=link,
-        num_samples=num_samples, seed=seed,
+        learn_forgetting=learn_forgetting, forgetting_lr=forgetting_lr, forgetting_grad_clip=forgetting_grad_clip,
+        shrink_mean=shrink_mean, link=link, num_samples=num_samples, seed=seed,
     )
     return Posterior(init, predict, update, predictive, sample, mean, name="kalman_last_layer", hyper=hyper)
