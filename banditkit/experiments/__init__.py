@@ -1,7 +1,8 @@
 """Experiment runner: ``run`` (compiled ``lax.scan`` × ``vmap`` over seeds, or the Gymnasium loop), ``compare``,
 ``summarize`` — tidy DataFrames of regret and reward (see :mod:`banditkit.experiments.runner`)."""
 
+from banditkit.experiments.prequential import StreamLearner, run_stream
 from banditkit.experiments.runner import COLUMNS, compare, run
 from banditkit.experiments.summary import summarize, to_markdown
 
-__all__ = ["run", "compare", "summarize", "to_markdown", "COLUMNS"]
+__all__ = ["run", "compare", "summarize", "to_markdown", "COLUMNS", "run_stream", "StreamLearner"]

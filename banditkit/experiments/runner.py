@@ -363,7 +363,9 @@ def run(
     """Run one agent on a bandit environment for ``steps`` rounds and each seed; a tidy DataFrame.
 
     Args:
-      env: a Gymnasium id (``"banditkit/Mushroom-v0"``; ``env_kwargs`` go to ``gymnasium.make``) or an env object.
+      env: a Gymnasium id (``"banditkit/Mushroom-v0"``; ``env_kwargs`` go to ``gymnasium.make``) or an env object;
+        a :class:`~banditkit.datasets.streams.Stream` runs :func:`~banditkit.experiments.prequential.run_stream`
+        instead (``agent``: a ``StreamLearner``, ``(posterior, init_params)`` or a backend name).
       agent: a :class:`~banditkit.agents.BanditAgent` or a spec string (``"hilofi-thompson"``).
       steps: rounds per seed.
       seeds: a count ``n`` (seeds ``0..n-1``) or a list of integer seeds.
@@ -384,6 +386,12 @@ def run(
     if not isinstance(steps, (int, np.integer)) or steps < 1:
         raise ValueError(f"steps must be a positive integer, got {steps!r}")
     steps = int(steps)
+    from banditkit.datasets.streams import Stream
+
+    if isinstance(env, Stream):  # a prequential stream: predict-then-update metrics (experiments/prequential.py)
+        from banditkit.experiments.prequential import run_stream
+
+        return run_stream(env, agent, steps, seeds, name=name)
     seed_list = _seeds(seeds)
     env = _make_env(env, env_kwargs, steps)
     u = getattr(env, "unwrapped", env)
