@@ -17,7 +17,8 @@ Drift (seed 001 eq. 2 with the general prior of App. D, plus an optional extra r
 Square-root form: the state holds an upper factor ``U`` with ``A = UᵀU`` (``state.cov`` forms ``A``).
 
 Time update (``predict``)::   m⁻ = γ m + (1 − γ) w_0,   A⁻ = γ² A + a I,   a = (1 − γ²) σ_w² + q
-    U⁻ = Q_R([γ U ; √a I])                          (QR of the stack: UᵀU stays PSD in float32)
+    U⁻ = γ U  if a = 0,   else  U⁻ = chol(γ² UᵀU + a I)   (a > 0 keeps it well conditioned; XLA's CPU QR of
+    the stack [γU; √a I] was 14× slower than this Cholesky at D_ℓ = 330: 0.19 s vs 0.014 s)
 Measurement (``update``), linearised at ``m⁻`` (square-root Joseph form, Potter type)::
     ŷ = m(f(h, m⁻, x)), J = ∂ŷ/∂w (C, D_ℓ), S = J A⁻ Jᵀ + R, K = A⁻ Jᵀ S⁻¹, m = m⁻ + K (y − ŷ),
     A = (I − K J) A⁻ (I − K J)ᵀ + K R Kᵀ      (as U ← U − B M (Bᵀ U), B = U Jᵀ: ``linalg.sqrt_factor_update``)
@@ -62,7 +63,7 @@ alone (seed 001's "Last Step Markov" absorption inside a chunk).  Classification
 toolkit's moment-matched ``Bernoulli``/``Categorical`` linearisation (or, with a ``Gaussian`` likelihood on
 one-hot labels, seed 001's surrogate exactly); the γ objective always uses the exact link as above.
 
-Cost per step: ``O(C · D_ℓ²)`` for the measurement update, ``O(D_ℓ³)`` for the QR of a pending time update,
+Cost per step: ``O(C · D_ℓ²)`` for the measurement update, ``O(D_ℓ³)`` for the Cholesky of a time update with a > 0,
 plus one network pass; memory ``O(D_ℓ²)``.
 """
 
@@ -179,11 +180,14 @@ def kalman_last_layer(
         return g * mean + (1.0 - g) * prior_mean if shrink_mean else mean
 
     def _transition(state: KLLState) -> tuple[Array, Array]:
-        """``(m⁻, U⁻)`` after the time update with the state's δ (QR of ``[γU; √a I]``)."""
+        """``(m⁻, U⁻)`` after the time update with the state's δ: ``U⁻ = γU`` if ``a = 0``, else the Cholesky
+        factor of ``γ²UᵀU + aI`` (``a > 0`` bounds its condition number by ``1 + γ²‖U‖²/a``)."""
         dt = state.mean.dtype
         g, add = _drift(state.delta, dt)
+        gu = g * state.chol
         eye = jnp.eye(state.mean.size, dtype=dt)
-        return _mean_after(state.mean, state.prior_mean, g), linalg.qr_upper(g * state.chol, jnp.sqrt(add) * eye)
+        u = jnp.where(add > 0, linalg.chol_upper(linalg.symmetrize(gu.T @ gu + add * eye)), gu)
+        return _mean_after(state.mean, state.prior_mean, g), u
 
     def _settled(state: KLLState) -> tuple[Array, Array]:
         """``(m, U)`` with a pending time update applied (as is otherwise)."""
