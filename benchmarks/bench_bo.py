@@ -1,0 +1,446 @@
+"""Seed 003's BO suite: banditkit surrogates (HiLoFi, LRKF, LoFi with TS / EI; exact GP) against peers.
+
+Protocol (``shared/research/seed-003-hilofi.md`` §12, ``anchor-bo-peers.md``): every method minimises ``f`` on
+``[0, 1]^d`` (domain rescaled inside ``f``).  Warm-up: ``d`` uniform points from ``numpy.random.default_rng(seed)``,
+the same for every method; then ``budget`` evaluations chosen by the method.  Simple regret = ``min f`` over
+warm-up + budget − ``f_min`` (DrawNN: the estimated minimum, so a negative regret is possible).
+
+Methods: ``{hilofi,lrkf,lofi}_{ts,ei}`` = ``bk.BayesOpt`` with that surrogate and acquisition (defaults of
+``BayesOpt``: 3×180 ELU MLP, rank 50, 1024 Sobol candidates + projected-gradient refinement); ``gp_ei`` / ``gp_ts``
+= ``bk.BayesOpt(surrogate="gp")`` (all points), ``gp20_ei`` (20-point FIFO buffer, seed 003's GP baseline but with
+fitted hyper-parameters); peers ``botorch`` (SingleTaskGP + LogEI, 0.18 defaults, 1 torch thread, refitted from
+scratch each iteration, ``optimize_acqf(q=1, num_restarts=8, raw_samples=256)``), ``tpe`` (Optuna
+``TPESampler(seed)``, warm-up told as trials), ``random`` (the same generator after the warm-up).
+
+Time per iteration = one ask + one tell, objective excluded; JAX compilation inside it (measured by
+``jax.monitoring`` compile events) is reported apart as ``compile_s`` and removed from ``run_s``.
+
+Outputs (``--out``, default ``benchmarks/results``), written incrementally (a killed run keeps its finished runs):
+``bo_runs.csv`` (one row per task × method × seed), ``bo_iters.csv`` (per iteration: best regret so far, seconds),
+``bo_time_n.csv`` (time per iteration against n); at the end ``bo.md``, ``bo_curves.png``, ``bo_time.png``.
+``--report`` rebuilds the report from the CSVs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import warnings
+
+import numpy as np
+import pandas as pd
+
+TASKS = {  # name: (function, dim, budget)
+    "branin": ("branin", None, 40),
+    "hartmann6": ("hartmann6", None, 40),
+    "ackley2": ("ackley", 2, 40),
+    "ackley5": ("ackley", 5, 100),
+    "ackley10": ("ackley", 10, 100),
+    "ackley50": ("ackley", 50, 100),
+    "drawnn50": ("drawnn", 50, 200),
+    "drawnn200": ("drawnn", 200, 600),
+}
+SMALL_TASKS = ["branin", "hartmann6", "ackley2", "ackley5", "ackley10"]
+OURS = ["hilofi_ts", "lrkf_ts", "lofi_ts", "hilofi_ei", "lrkf_ei", "lofi_ei", "gp_ei", "gp_ts", "gp20_ei"]
+PEERS = ["botorch", "tpe", "random"]
+METHODS = OURS + PEERS
+FULL_COMMAND = ("python benchmarks/bench_bo.py --tasks " + ",".join(TASKS) + " --seeds 10 --methods "
+                + ",".join(METHODS))
+
+
+# ----------------------------------------------------------------------------------------------- compile timing
+class CompileClock:
+    """Sums JAX compile-event durations (tracing, lowering, backend compile) since the last :meth:`take`."""
+
+    def __init__(self):
+        import jax
+
+        self.total = 0.0
+        jax.monitoring.register_event_duration_secs_listener(self._on_event)
+
+    def _on_event(self, event: str, duration: float, **_) -> None:
+        if event.startswith("/jax/core/compile"):
+            self.total += float(duration)
+
+    def take(self) -> float:
+        t, self.total = self.total, 0.0
+        return t
+
+
+# -------------------------------------------------------------------------------------------------- methods
+def run_banditkit(method: str, f, warm: np.ndarray, budget: int, seed: int, clock: CompileClock, cfg: dict):
+    import banditkit as bk
+
+    sur, acq = method.rsplit("_", 1)
+    kw = {}
+    if sur == "gp20":
+        sur, kw = "gp", dict(surrogate_kwargs=dict(buffer_size=20))
+    acq = {"ts": "thompson", "ei": "ei"}[acq]
+    d = warm.shape[1]
+    clock.take()
+    opt = bk.BayesOpt([(0.0, 1.0)] * d, surrogate=sur, acquisition=acq, direction="minimize", seed=seed,
+                      n_initial=d, n_candidates=cfg["n_candidates"], **kw)
+    opt.tell(warm, [float(f.value(w)) for w in warm])
+    setup_compile = clock.take()
+    ys, times, compiles = [], [], []
+    for _ in range(budget):
+        t0 = time.perf_counter()
+        x = opt.ask()
+        t1 = time.perf_counter()
+        y = float(f.value(x))
+        t2 = time.perf_counter()
+        opt.tell(x, y)
+        t3 = time.perf_counter()
+        c = clock.take()
+        ys.append(y)
+        compiles.append(c)
+        times.append(max((t1 - t0) + (t3 - t2) - c, 0.0))
+    compiles[0] += setup_compile
+    return ys, times, compiles
+
+
+def run_botorch(f, warm: np.ndarray, budget: int, seed: int):
+    import torch
+    from botorch.acquisition import LogExpectedImprovement
+    from botorch.fit import fit_gpytorch_mll
+    from botorch.models import SingleTaskGP
+    from botorch.models.transforms import Normalize, Standardize
+    from botorch.optim import optimize_acqf
+    from gpytorch.mlls import ExactMarginalLogLikelihood
+
+    torch.set_num_threads(1)
+    torch.manual_seed(seed)
+    d = warm.shape[1]
+    bounds = torch.stack([torch.zeros(d, dtype=torch.float64), torch.ones(d, dtype=torch.float64)])
+    X = [np.asarray(w, np.float64) for w in warm]
+    G = [-float(f.value(w)) for w in warm]
+    ys, times = [], []
+    for _ in range(budget):
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tx = torch.tensor(np.array(X), dtype=torch.float64)
+            ty = torch.tensor(G, dtype=torch.float64)[:, None]
+            model = SingleTaskGP(tx, ty, input_transform=Normalize(d=d, bounds=bounds),
+                                 outcome_transform=Standardize(m=1))
+            fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+            acqf = LogExpectedImprovement(model=model, best_f=ty.max())
+            cand, _ = optimize_acqf(acqf, bounds=bounds, q=1, num_restarts=8, raw_samples=256)
+        x = cand.detach().numpy().reshape(-1)
+        times.append(time.perf_counter() - t0)
+        y = float(f.value(x))
+        X.append(x)
+        G.append(-y)
+        ys.append(y)
+    return ys, times, [0.0] * budget
+
+
+def run_tpe(f, warm: np.ndarray, budget: int, seed: int):
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    d = warm.shape[1]
+    dists = {f"x{j}": optuna.distributions.FloatDistribution(0.0, 1.0) for j in range(d)}
+    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=seed))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for w in warm:
+            study.add_trial(optuna.trial.create_trial(params={f"x{j}": float(w[j]) for j in range(d)},
+                                                      distributions=dists, value=-float(f.value(w))))
+        ys, times = [], []
+        for _ in range(budget):
+            t0 = time.perf_counter()
+            t = study.ask(dists)
+            x = np.array([t.params[f"x{j}"] for j in range(d)])
+            t1 = time.perf_counter()
+            y = float(f.value(x))
+            t2 = time.perf_counter()
+            study.tell(t, -y)
+            times.append((t1 - t0) + (time.perf_counter() - t2))
+            ys.append(y)
+    return ys, times, [0.0] * budget
+
+
+def run_random(f, rng: np.random.Generator, d: int, budget: int):
+    ys, times = [], []
+    for _ in range(budget):
+        t0 = time.perf_counter()
+        x = rng.random(d)
+        times.append(time.perf_counter() - t0)
+        ys.append(float(f.value(x)))
+    return ys, times, [0.0] * budget
+
+
+def peers_available() -> dict[str, str]:
+    """``{peer: reason}`` for the peers that cannot run here (missing package)."""
+    missing = {}
+    for name, mod in (("botorch", "botorch"), ("tpe", "optuna")):
+        try:
+            __import__(mod)
+        except ImportError as e:
+            missing[name] = f"not installed ({e.name}); `pip install torch==2.13.0` then `pip install -e '.[bench]'`"
+    return missing
+
+
+# ------------------------------------------------------------------------------------------------- one run
+def one_run(task: str, method: str, seed: int, budget: int, clock: CompileClock, cfg: dict) -> dict:
+    from banditkit.environments.bo_functions import make_function
+
+    fname, dim, _ = TASKS[task]
+    f = make_function(fname, dim)
+    d = f.dim
+    rng = np.random.default_rng(seed)
+    warm = rng.random((d, d))
+    warm_best = float(np.min(f.value(warm)))
+    if method == "botorch":
+        ys, times, comp = run_botorch(f, warm, budget, seed)
+    elif method == "tpe":
+        ys, times, comp = run_tpe(f, warm, budget, seed)
+    elif method == "random":
+        ys, times, comp = run_random(f, rng, d, budget)
+    else:
+        ys, times, comp = run_banditkit(method, f, warm, budget, seed, clock, cfg)
+    best = np.minimum.accumulate(np.minimum(warm_best, np.asarray(ys)))
+    regret = best - f.minimum
+    iters = pd.DataFrame(dict(task=task, method=method, seed=seed, iter=np.arange(1, budget + 1),
+                              n=d + np.arange(budget), regret=regret, time_s=times, compile_s=comp))
+    row = dict(task=task, method=method, seed=seed, dim=d, budget=budget, final_regret=float(regret[-1]),
+               run_s=float(np.sum(times)), compile_s=float(np.sum(comp)), median_iter_s=float(np.median(times)),
+               mean_iter_s=float(np.mean(times)))
+    return row, iters
+
+
+def _append(path: str, df: pd.DataFrame) -> None:
+    df.to_csv(path, mode="a", header=not os.path.exists(path), index=False)
+
+
+# ------------------------------------------------------------------------------------------------ time vs n
+def time_vs_n(methods: list[str], ns: list[int], out: str, clock: CompileClock, cfg: dict, reps: int = 3) -> None:
+    """Seconds for one ask + tell on Hartmann6 after ``n`` uniform points told, for each method and ``n``."""
+    import banditkit as bk
+    from banditkit.environments.bo_functions import make_function
+
+    f = make_function("hartmann6")
+    path = os.path.join(out, "bo_time_n.csv")
+    for method in methods:
+        if method in ("tpe", "random"):
+            continue
+        for n in ns:
+            rng = np.random.default_rng(n)
+            x0 = rng.random((n, 6))
+            if method == "botorch":
+                times = []
+                for r in range(reps + 1):
+                    _, t, _ = run_botorch(f, np.vstack([x0, rng.random((1, 6))]), 1, r)
+                    times.append(t[0])
+                times, comp = times[1:], 0.0
+            else:
+                sur, acq = method.rsplit("_", 1)
+                opt = bk.BayesOpt([(0.0, 1.0)] * 6, surrogate=sur, acquisition={"ts": "thompson"}.get(acq, acq),
+                                  direction="minimize", seed=0, n_initial=6, n_candidates=cfg["n_candidates"])
+                opt.tell(x0, [float(f.value(x)) for x in x0])
+                times, comp = [], 0.0
+                clock.take()
+                for _ in range(reps + 1):
+                    t0 = time.perf_counter()
+                    x = opt.ask()
+                    opt.tell(x, float(f.value(x)))
+                    c = clock.take()
+                    comp += c
+                    times.append(time.perf_counter() - t0 - c)
+                times = times[1:]
+            _append(path, pd.DataFrame([dict(method=method, n=n, median_s=float(np.median(times)),
+                                             min_s=float(np.min(times)), max_s=float(np.max(times)),
+                                             compile_s=comp)]))
+            print(f"[time-n] {method} n={n}: {np.median(times):.3f} s/iter", flush=True)
+
+
+# ------------------------------------------------------------------------------------------------------ report
+def report(out: str, command: str, not_run: dict[str, str]) -> None:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from common import machine, se
+
+    runs = pd.read_csv(os.path.join(out, "bo_runs.csv"))
+    iters = pd.read_csv(os.path.join(out, "bo_iters.csv"))
+    tasks = [t for t in TASKS if t in set(runs.task)]
+    methods = [m for m in METHODS if m in set(runs.method)]
+    g = runs.groupby(["task", "method"])["final_regret"]
+    mean, err, cnt = g.mean(), g.agg(se), g.count()
+    lines = ["# BO suite (seed 003 §12): final simple regret, mean ± s.e. over seeds (lower is better)", "",
+             f"**Command (this table):** `{command}`", "", f"**Full protocol:** `{FULL_COMMAND}`", "",
+             f"**Machine:** {machine()}", "",
+             "Protocol: minimise f on [0,1]^d; d uniform warm-up points from `default_rng(seed)` shared by all "
+             "methods, then the budget; regret = min f over warm-up + budget − f_min.  banditkit methods use "
+             "`bk.BayesOpt` defaults (3×180 ELU MLP, rank 50) with `n_initial = d`.", ""]
+    head = "| method | " + " | ".join(f"{t} (d={TASKS[t][1] or (2 if t == 'branin' else 6)}, "
+                                      f"{int(runs[runs.task == t].budget.iloc[0])})" for t in tasks) + " | avg rank |"
+    lines += [head, "|---" * (len(tasks) + 2) + "|"]
+    ranks = {}
+    for t in tasks:
+        vals = {m: mean.get((t, m), np.nan) for m in methods}
+        s = pd.Series(vals).dropna().rank()
+        for m, r in s.items():
+            ranks.setdefault(m, []).append(r)
+    for m in methods:
+        cells = []
+        for t in tasks:
+            if (t, m) in mean.index:
+                cells.append(f"{mean[(t, m)]:.3g} ± {err[(t, m)]:.2g} ({cnt[(t, m)]})")
+            else:
+                cells.append("not run")
+        r = ranks.get(m, [])
+        rank = f"{np.mean(r):.2f}" + ("" if len(r) == len(tasks) else f" ({len(r)} tasks)") if r else "—"
+        lines.append(f"| {m} | " + " | ".join(cells) + f" | {rank} |")
+    lines += ["", "Cells: mean ± s.e. (number of seeds).  Average rank: rank of the mean regret among the methods "
+              "run on that task (1 = best), averaged over the tasks the method was run on.", ""]
+    # timing table
+    lines += ["## Time per iteration (ask + tell, objective and JAX compilation excluded)", "",
+              "| method | median s / iter (all tasks) | mean s / iter | compile s per run (mean) | runs |",
+              "|---|---|---|---|---|"]
+    for m in methods:
+        r = runs[runs.method == m]
+        it = iters[iters.method == m]
+        lines.append(f"| {m} | {it.time_s.median():.4f} | {it.time_s.mean():.4f} | {r.compile_s.mean():.1f} | "
+                     f"{len(r)} |")
+    tn_path = os.path.join(out, "bo_time_n.csv")
+    if os.path.exists(tn_path):
+        tn = pd.read_csv(tn_path)
+        ns = sorted(tn.n.unique())
+        lines += ["", "### Time for one ask + tell against n (Hartmann6, n uniform points told first; median of 3)",
+                  "", "| method | " + " | ".join(f"n={n}" for n in ns) + " |", "|---" * (len(ns) + 1) + "|"]
+        for m in [m for m in METHODS if m in set(tn.method)]:
+            cells = [tn[(tn.method == m) & (tn.n == n)].median_s for n in ns]
+            lines.append(f"| {m} | " + " | ".join(f"{c.iloc[0]:.3f} s" if len(c) else "—" for c in cells) + " |")
+    if not_run:
+        lines += ["", "**Not run:**", ""] + [f"- `{k}`: {v}" for k, v in not_run.items()]
+    lines += ["", "Peer numbers measured on the same machine kind by the anchor (5 seeds, less contention): "
+              "`shared/research/anchor-bo-peers.md`."]
+    with open(os.path.join(out, "bo.md"), "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    _plots(out, runs, iters, tasks, methods)
+
+
+def _plots(out: str, runs: pd.DataFrame, iters: pd.DataFrame, tasks: list[str], methods: list[str]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cols = min(len(tasks), 3)
+    rows = int(np.ceil(len(tasks) / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.6 * rows), squeeze=False)
+    for ax, t in zip(axes.ravel(), tasks, strict=False):
+        for m in methods:
+            d = iters[(iters.task == t) & (iters.method == m)]
+            if d.empty:
+                continue
+            piv = d.pivot_table(index="iter", columns="seed", values="regret")
+            mu = piv.mean(axis=1)
+            s = piv.std(axis=1, ddof=1) / np.sqrt(piv.shape[1]) if piv.shape[1] > 1 else 0 * mu
+            ls = "--" if m in PEERS else "-"
+            ax.plot(mu.index, mu.values, ls, label=m)
+            ax.fill_between(mu.index, mu - s, mu + s, alpha=0.15)
+        ax.set_yscale("log")
+        ax.set_title(t)
+        ax.set_xlabel("iteration (after warm-up)")
+        ax.set_ylabel("best simple regret")
+    for ax in axes.ravel()[len(tasks):]:
+        ax.axis("off")
+    handles, labels = axes.ravel()[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=8)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    fig.savefig(os.path.join(out, "bo_curves.png"), dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    tn_path = os.path.join(out, "bo_time_n.csv")
+    if os.path.exists(tn_path):
+        tn = pd.read_csv(tn_path)
+        for m in [m for m in METHODS if m in set(tn.method)]:
+            d = tn[tn.method == m].sort_values("n")
+            ax.errorbar(d.n, d.median_s, yerr=[d.median_s - d.min_s, d.max_s - d.median_s], marker="o", label=m,
+                        capsize=3, ls="--" if m in PEERS else "-")
+        ax.set_title("one ask + tell against n (Hartmann6)")
+    else:
+        for m in methods:
+            d = iters[iters.method == m].groupby("n").time_s.median()
+            ax.plot(d.index, d.values, label=m)
+        ax.set_title("time per iteration against n (median over tasks, seeds)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("n (evaluations told)")
+    ax.set_ylabel("seconds (compilation excluded)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "bo_time.png"), dpi=110)
+    plt.close(fig)
+
+
+# -------------------------------------------------------------------------------------------------------- main
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--tasks", default=",".join(SMALL_TASKS), help=f"comma list from {list(TASKS)}")
+    p.add_argument("--methods", default=",".join(METHODS), help=f"comma list from {METHODS}")
+    p.add_argument("--seeds", type=int, default=5, help="seeds 0..n-1")
+    p.add_argument("--budget-scale", type=float, default=1.0, help="multiply every task's budget (reduced runs)")
+    p.add_argument("--n-candidates", type=int, default=1024, help="Sobol candidates of the banditkit methods")
+    p.add_argument("--time-n", default="", help="comma list of n for the time-per-iteration-vs-n measurement")
+    p.add_argument("--time-methods", default="gp_ei,hilofi_ts,lrkf_ts,botorch")
+    p.add_argument("--quick", action="store_true", help="smoke run: branin only, 2 seeds, budget 8")
+    p.add_argument("--out", default="benchmarks/results")
+    p.add_argument("--append", action="store_true", help="keep existing CSVs and skip runs already in them")
+    p.add_argument("--report", action="store_true", help="only rebuild bo.md and the plots from the CSVs")
+    args = p.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    command = "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    bad = [t for t in tasks if t not in TASKS] + [m for m in methods if m not in METHODS]
+    if bad:
+        raise SystemExit(f"unknown task(s)/method(s) {bad}; tasks {list(TASKS)}, methods {METHODS}")
+    seeds, scale = args.seeds, args.budget_scale
+    if args.quick:
+        tasks, seeds, scale = ["branin"], 2, 8 / 40
+    missing = peers_available()
+    not_run = {m: missing[m] for m in methods if m in missing}
+    for m in not_run:
+        print(f"peer {m} skipped: {not_run[m]}", file=sys.stderr)
+    methods = [m for m in methods if m not in not_run]
+    if args.report:
+        report(args.out, command, not_run)
+        return
+    runs_path, iters_path = os.path.join(args.out, "bo_runs.csv"), os.path.join(args.out, "bo_iters.csv")
+    done = set()
+    if args.append and os.path.exists(runs_path):
+        done = set(map(tuple, pd.read_csv(runs_path)[["task", "method", "seed"]].astype(str).to_numpy()))
+    else:
+        for path in (runs_path, iters_path, os.path.join(args.out, "bo_time_n.csv")):
+            if os.path.exists(path):
+                os.remove(path)
+    clock = CompileClock()
+    cfg = dict(n_candidates=args.n_candidates)
+    for task in tasks:
+        budget = max(1, int(round(TASKS[task][2] * scale)))
+        for method in methods:
+            for seed in range(seeds):
+                if (task, method, str(seed)) in done:
+                    continue
+                t0 = time.perf_counter()
+                row, iters = one_run(task, method, seed, budget, clock, cfg)
+                row["wall_s"] = time.perf_counter() - t0
+                _append(runs_path, pd.DataFrame([row]))
+                _append(iters_path, iters)
+                print(f"[{task}] {method} seed {seed}: regret {row['final_regret']:.4g}  "
+                      f"{row['median_iter_s']:.3f} s/iter  compile {row['compile_s']:.1f}s  wall {row['wall_s']:.0f}s",
+                      flush=True)
+    if args.time_n:
+        ns = [int(n) for n in args.time_n.split(",") if n.strip()]
+        tm = [m for m in args.time_methods.split(",") if m and m not in not_run]
+        time_vs_n(tm, ns, args.out, clock, cfg)
+    report(args.out, command, not_run)
+
+
+if __name__ == "__main__":
+    main()
