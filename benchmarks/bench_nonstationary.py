@@ -177,6 +177,34 @@ def fmt(v, s) -> str:
     return f"{v:.3f} ± {s:.3f}"
 
 
+def verdicts(summary: pd.DataFrame) -> str:
+    """The claims, checked on the mean over seeds (accuracy; NLPD alongside), with the s.e. for judgement."""
+    m = summary.groupby(["stream", "agent"]).mean(numeric_only=True)
+    out = ["## Claims", ""]
+    for stream in [s for s in ("permuted", "split", "rotating") if s in m.index.get_level_values(0)]:
+        a = m.loc[stream]
+        if not {"lofi", "replay_sgd", "diag_ekf"} <= set(a.index):
+            continue
+        acc, nl = a["accuracy"], a["nlpd"]
+        c1, c2 = acc["lofi"] >= acc["replay_sgd"], acc["replay_sgd"] > acc["diag_ekf"]
+        out.append(f"- seed 000, {stream}: LoFi ≥ replay-SGD {'holds' if c1 else 'fails'} (accuracy "
+                   f"{acc['lofi']:.3f} vs {acc['replay_sgd']:.3f}; NLPD {nl['lofi']:.3f} vs {nl['replay_sgd']:.3f}); "
+                   f"replay-SGD > VD-EKF {'holds' if c2 else 'fails'} (accuracy {acc['replay_sgd']:.3f} vs "
+                   f"{acc['diag_ekf']:.3f}; NLPD {nl['replay_sgd']:.3f} vs {nl['diag_ekf']:.3f}) → ranking "
+                   f"{'REPRODUCED' if c1 and c2 else 'NOT REPRODUCED'}.")
+    if "label_switch" in m.index.get_level_values(0):
+        a = m.loc["label_switch"]
+        if {"kll_learned", "kll_gamma1"} <= set(a.index):
+            ok = a.loc["kll_learned", "accuracy_after_switch"] > a.loc["kll_gamma1", "accuracy_after_switch"]
+            out.append(f"- seed 001, label switch: learned γ beats γ = 1 after a switch: accuracy over the 200 steps "
+                       f"after each switch {a.loc['kll_learned', 'accuracy_after_switch']:.3f} vs "
+                       f"{a.loc['kll_gamma1', 'accuracy_after_switch']:.3f} → "
+                       f"{'REPRODUCED' if ok else 'NOT REPRODUCED'}"
+                       + (f" (fixed γ = 0.999: {a.loc['kll_gamma0.999', 'accuracy_after_switch']:.3f})"
+                          if "kll_gamma0.999" in a.index else "") + ".")
+    return "\n".join(out + [""])
+
+
 def markdown(summary: pd.DataFrame, timing: dict, args, wall: float) -> str:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     lines = ["# Non-stationary prequential benchmark (seeds 000 and 001)", "",
@@ -196,7 +224,7 @@ def markdown(summary: pd.DataFrame, timing: dict, args, wall: float) -> str:
             cells = [fmt(a[m].mean(), se(a[m])) for m in cols]
             lines.append(f"| {agent} | " + " | ".join(cells) + f" | {t.get('per_step_s', float('nan')):.4f} |")
         lines.append("")
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n" + verdicts(summary)
 
 
 def main() -> None:
