@@ -59,6 +59,18 @@ def chol_upper(s: Array) -> Array:
     return jnp.linalg.cholesky(s + jitter * jnp.eye(n, dtype=s.dtype)).T
 
 
+def add_isotropic_factor(u: Array, add: Array | float) -> Array:
+    """Upper factor ``V`` with ``VᵀV = UᵀU + a I`` for a square ``U (D, D)`` and ``a > 0`` (a time update).
+
+    Equal to ``qr_upper(U, √a I)`` (same unique factor with ``diag ≥ 0``) but computed as the Cholesky factor of
+    the formed sum: one ``D³`` GEMM plus a ``D³/3`` Cholesky, against a Householder QR of the ``2D × D`` stack that
+    XLA:CPU runs 10–40× slower (0.6 s at ``D = 850``).  ``a > 0`` bounds the condition number by
+    ``1 + ‖U‖²/a``, so forming ``UᵀU`` loses nothing that matters.
+    """
+    n = u.shape[0]
+    return chol_upper(symmetrize(u.T @ u + add * jnp.eye(n, dtype=u.dtype)))
+
+
 def solve_spd_factor(u: Array, j: Array) -> Array:
     """``S⁻¹ J`` for ``S = UᵀU`` with ``U (n, n)`` upper-triangular and ``J (n, D)``.
 

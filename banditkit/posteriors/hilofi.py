@@ -17,7 +17,8 @@ Model: ``θ_t = γ θ_{t−1} + u_t`` with ``u ~ N(0, diag(q_h I, q_ℓ I))``; `
 the mean.
 
 predict:  ``μ ← γμ``;  ``C ← γC``, ``q̄_h ← γ² q̄_h + q_h`` (so ``Σ_h ← γ²Σ_h + q_h I`` exactly);
-          HiLoFi last layer ``U ← Q_R(γU, √q_ℓ I)`` (exact; skipped when ``q_ℓ = 0``); LoLoFi like the hidden block.
+          HiLoFi last layer ``U ← chol(γ²UᵀU + q_ℓ I)`` (= ``Q_R(γU, √q_ℓ I)``, exact; skipped when ``q_ℓ = 0``);
+          LoLoFi like the hidden block.
 update:   ``ŷ, H̃ = ∂ŷ/∂h (C, D_h), L̃ = ∂ŷ/∂ℓ (C, D_ℓ)``, ``ε = y − ŷ``;
           ``S = H̃Σ_hH̃ᵀ + L̃Σ_ℓL̃ᵀ + R``;  ``K_hᵀ = S⁻¹H̃Σ_h``, ``K_ℓᵀ = S⁻¹L̃Σ_ℓ``;  ``h += K_hε``, ``ℓ += K_ℓε``;
           hidden: ``C ← P_{d,+q̄_h}(C(I − K_hH̃)ᵀ, R½K_hᵀ)``, ``q̄_h ← 0``  (best rank-``d`` factor of the surrogate
@@ -192,8 +193,7 @@ def hilofi(
         else:
             c_l, g_l, qbar_l = g * state.cov_last, state.gram_last, state.q_last
             if use_ql:
-                n = state.cov_last.shape[0]
-                c_l = linalg.qr_upper(c_l, jnp.sqrt(ql) * jnp.eye(n, dtype=dt))
+                c_l = linalg.add_isotropic_factor(c_l, ql)
         return HiLoFiState(
             g * state.mean_hidden,
             g * state.mean_last,

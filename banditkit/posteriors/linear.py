@@ -10,7 +10,7 @@ State: ``mean μ (P,)``, a square root ``U (P, P)`` of the covariance (``Σ = U�
 for inspection) and, for ``noise="nig"``, the inverse-gamma parameters ``a, b`` (carried but unused for known
 noise).  The square root makes a Thompson draw ``μ + Uᵀz`` cost ``O(P²)`` (no factorisation per draw) and the
 update ``O(P² C)`` (Potter-type square-root Joseph update, :func:`banditkit.linalg.sqrt_factor_update`); the
-time update with ``q > 0`` re-triangularises ``[γU; √q I]`` by QR (``O(P³)``, only when ``dynamics_cov > 0``).
+time update with ``q > 0`` refactors ``γ²UᵀU + qI`` (``O(P³)``, only when ``dynamics_cov > 0``).
 
 ``noise="known"`` (seed 002 §2.1; any likelihood, exact for ``Gaussian``):
     prior ``θ ~ N(θ_0, init_cov · I)``
@@ -122,8 +122,8 @@ def linear(
         dt = state.mean.dtype
         g = jnp.asarray(forgetting, dt)
         u = g * state.chol
-        if not (isinstance(dynamics_cov, int | float) and dynamics_cov == 0):  # static: skip the QR when q = 0
-            u = linalg.qr_upper(u, jnp.sqrt(jnp.asarray(dynamics_cov, dt)) * jnp.eye(state.mean.size, dtype=dt))
+        if not (isinstance(dynamics_cov, int | float) and dynamics_cov == 0):  # static: no refactorisation when q = 0
+            u = linalg.add_isotropic_factor(u, jnp.asarray(dynamics_cov, dt))
         return state._replace(mean=g * state.mean, chol=u)
 
     def update(state: LinearState, x, y) -> LinearState:
