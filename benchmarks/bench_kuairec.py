@@ -62,7 +62,7 @@ def main(argv=None) -> None:
     chosen = common.select(agents(), args.agents)
     print(f"== KuaiRec ({source}): {list(chosen)}, {args.steps} steps, {args.seeds} seeds", flush=True)
     res = common.run_agents(env, chosen, args.steps, args.seeds, progress=args.progress,
-                                 max_agent_s=args.max_agent_s)
+                                 max_agent_s=args.max_agent_s, chunk=args.chunk)
 
     def watch_ratio(df):
         return np.expm1(df["reward"])

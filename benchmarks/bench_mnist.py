@@ -39,8 +39,15 @@ def _seed003(args) -> None:
     env = gym.make("banditkit/MNIST-v0", max_steps=args.steps, replace=True)
     agents = common.select(common.seed003_agents(), args.agents)
     print(f"== MNIST seed003: {list(agents)}, {args.steps} steps, {args.seeds} seeds", flush=True)
+    def write(res) -> None:
+        _write_seed003(args, env, res)
+
     res = common.run_agents(env, agents, args.steps, args.seeds, progress=args.progress,
-                                 max_agent_s=args.max_agent_s)
+                            max_agent_s=args.max_agent_s, chunk=args.chunk, on_agent=write)
+    write(res)
+
+
+def _write_seed003(args, env, res) -> None:
     s = common.summary(common.per_seed(res), list(res.timing)) if res.timing else None
     floors = []
     for name in ("hilofi_ts", "hilofi_ts_qlast0"):
@@ -84,43 +91,50 @@ def _seed002(args) -> None:
                                        nl_lr=0.01, model=model)
         agents = common.select(agents, args.agents)
         print(f"== MNIST seed002 {mname}: {list(agents)}, {args.steps} steps, {args.seeds} seeds", flush=True)
+        def write(res, mname=mname) -> None:
+            _write_seed002(args, env, res, mname)
+
         res = common.run_agents(env, agents, args.steps, args.seeds, progress=args.progress,
-                                 max_agent_s=args.max_agent_s)
-        s = common.summary(common.per_seed(res), list(res.timing)) if res.timing else None
-        floors = []
-        if s is not None and mname == "lenet5" and "ekf_sub_svd" in s.index:
-            r = s.loc["ekf_sub_svd"]
+                                max_agent_s=args.max_agent_s, chunk=args.chunk, on_agent=write)
+        write(res)
+
+
+def _write_seed002(args, env, res, mname: str) -> None:
+    s = common.summary(common.per_seed(res), list(res.timing)) if res.timing else None
+    floors = []
+    if s is not None and mname == "lenet5" and "ekf_sub_svd" in s.index:
+        r = s.loc["ekf_sub_svd"]
+        floors.append(common.Floor(
+            "EKF-Sub-SVD on LeNet5 ≥ 4400/5000 (≥ 0.88 per round)", bool(r.mean_reward >= 0.88),
+            f"measured {r.cum_reward:.1f} ± {r.cum_reward_se:.1f} over {int(r.steps)} steps "
+            f"= {r.mean_reward:.4f} ± {r.mean_reward_se:.4f} per round"
+            + ("" if r.steps >= 5000 else " (fewer steps than the protocol: not assessed)"),
+            assessed=bool(r.steps >= 5000)))
+    if s is not None:
+        sub = [a for a in ("ekf_sub_svd", "ekf_sub_rnd") if a in s.index]
+        nl = [a for a in ("neural_linear_lim", "neural_linear_unlim") if a in s.index]
+        if sub and nl and "linear" in s.index:
+            best_sub = max(s.loc[a, "cum_reward"] for a in sub)
+            best_nl = max(s.loc[a, "cum_reward"] for a in nl)
+            lin = s.loc["linear", "cum_reward"]
+            full = all(s.loc[a, "steps"] >= 5000 for a in [*sub, *nl, "linear"])
             floors.append(common.Floor(
-                "EKF-Sub-SVD on LeNet5 ≥ 4400/5000 (≥ 0.88 per round)", bool(r.mean_reward >= 0.88),
-                f"measured {r.cum_reward:.1f} ± {r.cum_reward_se:.1f} over {int(r.steps)} steps "
-                f"= {r.mean_reward:.4f} ± {r.mean_reward_se:.4f} per round"
-                + ("" if r.steps >= 5000 else " (fewer steps than the protocol: not assessed)"),
-                assessed=bool(r.steps >= 5000)))
-        if s is not None:
-            sub = [a for a in ("ekf_sub_svd", "ekf_sub_rnd") if a in s.index]
-            nl = [a for a in ("neural_linear_lim", "neural_linear_unlim") if a in s.index]
-            if sub and nl and "linear" in s.index:
-                best_sub = max(s.loc[a, "cum_reward"] for a in sub)
-                best_nl = max(s.loc[a, "cum_reward"] for a in nl)
-                lin = s.loc["linear", "cum_reward"]
-                full = all(s.loc[a, "steps"] >= 5000 for a in [*sub, *nl, "linear"])
-                floors.append(common.Floor(
-                    f"ordering EKF-subspace > neural-linear > linear ({mname})", bool(best_sub > best_nl > lin),
-                    f"best subspace {best_sub:.1f}, best neural-linear {best_nl:.1f}, linear {lin:.1f}"
-                    + ("" if full else " (some agent ran fewer than 5000 steps: not assessed)"), assessed=full))
-        common.write_outputs(
-            res, args.out, f"mnist_seed002_{mname}", title=f"MNIST bandit, seed 002 protocol ({mname})",
-            protocol=f"{args.steps} steps × {args.seeds} seeds, a random permutation of the training images, "
-                     f"{mname}, Thompson sampling",
-            full_command=f"python benchmarks/bench_mnist.py --protocol seed002 --models {mname} --steps 5000 "
-                         "--seeds 10",
-            floors=floors, extra_md=common.references(env, args.steps, args.seeds),
-            notes=["The paper's numbers (read off its figure, ±50): EKF-Sub-SVD ≈4040 (MLP1) / ≈4400 (LeNet5); "
-                   "NL-Unlim ≈3000 / ≈3350; Lin ≈1450; EKF-Orig-Diag ≈540.",
-                   "Random-subspace EKF: basis through the initial weights, no warm-up fit (banditkit's "
-                   "subspace_ekf without warm-up); the reference drew it around the warm-up fit.",
-                   "Diagonal EKF starts at the random initial weights (the reference started at θ = 0, which "
-                   "makes it near chance)."])
+                f"ordering EKF-subspace > neural-linear > linear ({mname})", bool(best_sub > best_nl > lin),
+                f"best subspace {best_sub:.1f}, best neural-linear {best_nl:.1f}, linear {lin:.1f}"
+                + ("" if full else " (some agent ran fewer than 5000 steps: not assessed)"), assessed=full))
+    common.write_outputs(
+        res, args.out, f"mnist_seed002_{mname}", title=f"MNIST bandit, seed 002 protocol ({mname})",
+        protocol=f"{args.steps} steps × {args.seeds} seeds, a random permutation of the training images, "
+                 f"{mname}, Thompson sampling",
+        full_command=f"python benchmarks/bench_mnist.py --protocol seed002 --models {mname} --steps 5000 "
+                     "--seeds 10",
+        floors=floors, extra_md=common.references(env, args.steps, args.seeds),
+        notes=["The paper's numbers (read off its figure, ±50): EKF-Sub-SVD ≈4040 (MLP1) / ≈4400 (LeNet5); "
+               "NL-Unlim ≈3000 / ≈3350; Lin ≈1450; EKF-Orig-Diag ≈540.",
+               "Random-subspace EKF: basis through the initial weights, no warm-up fit (banditkit's "
+               "subspace_ekf without warm-up); the reference drew it around the warm-up fit.",
+               "Diagonal EKF starts at the random initial weights (the reference started at θ = 0, which "
+               "makes it near chance)."])
 
 
 def main(argv=None) -> None:

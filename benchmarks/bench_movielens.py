@@ -42,7 +42,7 @@ def main(argv=None) -> None:
     agents = common.select(agents, args.agents)
     print(f"== MovieLens: {list(agents)}, {args.steps} steps, {args.seeds} seeds", flush=True)
     res = common.run_agents(env, agents, args.steps, args.seeds, progress=args.progress,
-                                 max_agent_s=args.max_agent_s)
+                                 max_agent_s=args.max_agent_s, chunk=args.chunk)
     u = env.unwrapped
     common.write_outputs(
         res, args.out, "movielens", title="MovieLens-100k bandit (seed 002 protocol)",

@@ -56,7 +56,7 @@ def main(argv=None) -> None:
         agents = common.select(agents_for(env), args.agents)
         print(f"== {ds}: {len(agents)} agents, {args.steps} steps, {args.seeds} seeds", flush=True)
         res = common.run_agents(env, agents, args.steps, args.seeds, progress=args.progress,
-                                 max_agent_s=args.max_agent_s)
+                                 max_agent_s=args.max_agent_s, chunk=args.chunk)
         u = env.unwrapped
         notes = [f"{ds}: {u.num_actions} arms, context dim {env.observation_space.shape}.",
                  "Random-subspace EKF: basis through the initial weights, no warm-up fit (banditkit's subspace_ekf "

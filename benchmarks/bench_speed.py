@@ -34,6 +34,7 @@ import argparse
 import inspect
 import os
 import platform
+import sys
 import time
 import traceback
 
@@ -181,7 +182,7 @@ def time_backend(post, params, din: int, warmup: int, steps: int, seed: int = 0)
 
 
 # -------------------------------------------------------------------------------------------------------- run
-def run(args) -> list[dict]:
+def run(args, on_config=None) -> list[dict]:
     configs = []
     names = args.configs.split(",")
     if "lenet" in names:
@@ -234,6 +235,8 @@ def run(args) -> list[dict]:
                 if "step_ms" in r:
                     r["ratio"] = r["step_ms"] / floor_ms
                     r["ratio_p10"] = r["step_p10_ms"] / floor_ms
+        if on_config is not None:
+            on_config(rows)  # incremental outputs: a stopped run keeps the configurations it finished
     return rows
 
 
@@ -262,12 +265,19 @@ def write_outputs(rows: list[dict], out: str, args) -> None:
             df[c] = np.nan
     df = df[COLUMNS]
     df.to_csv(os.path.join(out, "speed.csv"), index=False)
+    load = f"; load average {os.getloadavg()[0]:.1f} / {os.getloadavg()[2]:.1f} (1 / 15 min) when written" \
+        if hasattr(os, "getloadavg") else ""
+    commit = os.environ.get("BANDITKIT_COMMIT", "")
     lines = [
         "# Per-step speed: predict + update under one jax.jit",
         "",
-        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs ({platform.processor() or 'cpu'}), "
-        f"jax {jax.__version__} on {jax.default_backend()}; float32; one observation per step, scalar Gaussian "
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs ({platform.processor() or 'cpu'}) shared with other "
+        f"jobs{load}; jax {jax.__version__} on {jax.default_backend()}"
+        + (f"; banditkit at commit {commit}" if commit else "")
+        + f"; float32; one observation per step, scalar Gaussian "
         f"output (R = 0.1). {args.warmup} warm-up + {args.steps} timed steps per backend; compile time separate.",
+        "",
+        f"Command: `python benchmarks/bench_speed.py {' '.join(args.argv)}`",
         "",
         "Floor = median jitted `grad` of the model + 2·P·(r+1)² flops at the median 1024² GEMM rate, both "
         "re-measured before every backend window (median over the configuration). `ratio` = median step / floor; "
@@ -343,11 +353,12 @@ def main(argv=None) -> None:
     ap.add_argument("--quick", action="store_true", help="5 warm-up + 10 timed steps; LeNet, 10k and 100k MLPs")
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     if args.quick:
         args.warmup, args.steps, args.floor_reps, args.idle_wait = 5, 10, 10, 0.5
         if args.configs == ap.get_default("configs"):
             args.configs = "lenet,mlp10k,mlp100k"
-    rows = run(args)
+    rows = run(args, on_config=lambda rows: write_outputs(rows, args.out, args))
     write_outputs(rows, args.out, args)
     print(f"wrote {args.out}/speed.csv, speed.md, speed.png")
 

@@ -43,6 +43,9 @@ def parser(description: str, *, steps: int, seeds: int) -> argparse.ArgumentPars
                    help="run-time cap per agent (s, counted from the end of its first chunk, so compilation is "
                         "excluded): an agent past it is stopped at the end of the current chunk and reported with the "
                         "rounds it finished (marked 'truncated')")
+    p.add_argument("--chunk", type=int, default=None,
+                   help="rounds per compiled chunk (default max(25, steps // 40)); the time cap and SIGUSR1 act "
+                        "at chunk ends, so a smaller chunk stops a slow agent sooner")
     return p
 
 
@@ -102,7 +105,8 @@ def install_stop_signal() -> None:
 
 
 def run_agents(env, agents: dict[str, Callable], steps: int, seeds: int | Sequence[int], *, progress: bool = False,
-               log: Callable[[str], None] = print, max_agent_s: float | None = None) -> Result:
+               log: Callable[[str], None] = print, max_agent_s: float | None = None,
+               chunk: int | None = None, on_agent: Callable[[Result], None] | None = None) -> Result:
     """Run each ``agents[name](env)`` (a factory returning a ``BanditAgent``) with the compiled runner.
 
     An agent whose run raises is recorded in ``failures`` (the message) and the others go on: a benchmark must
@@ -110,10 +114,11 @@ def run_agents(env, agents: dict[str, Callable], steps: int, seeds: int | Sequen
     first chunk that ends more than ``max_agent_s`` after its first chunk (so compilation does not count); its
     finished rounds are kept (``timing[name]["truncated"] = True``), with
     ``compile_s`` ≈ first chunk's time − one chunk's run time and ``run_s`` = the chunk times after the first
-    (scaled to all finished chunks).
+    (scaled to all finished chunks).  ``on_agent(partial)`` is called after every agent with the results so far
+    (agents not finished yet listed in ``failures`` as pending), so a run that is killed or hangs keeps its tables.
     """
     frames, timing, failures = [], {}, {}
-    chunk = max(25, steps // 40)
+    chunk = max(25, steps // 40) if chunk is None else max(1, min(int(chunk), steps))
     install_stop_signal()
     for name, factory in agents.items():
         if _STOP["flag"]:
@@ -148,6 +153,7 @@ def run_agents(env, agents: dict[str, Callable], steps: int, seeds: int | Sequen
         except Exception as e:  # noqa: BLE001 - reported in the table
             failures[name] = f"{type(e).__name__}: {e}"
             log(f"[{name}] FAILED after {time.perf_counter() - tic:.1f}s: {failures[name][:300]}")
+            _partial(frames, timing, failures, agents, on_agent)
             continue
         t["wall_s"] = time.perf_counter() - tic
         timing[name] = t
@@ -156,9 +162,23 @@ def run_agents(env, agents: dict[str, Callable], steps: int, seeds: int | Sequen
         log(f"[{name}] cum. reward {per_seed.mean():.1f} ± {se(per_seed):.1f}  compile {t['compile_s']:.1f}s  "
             f"run {t['run_s']:.1f}s  ({1e3 * t['per_step_s']:.2f} ms/step, all seeds)")
         sys.stdout.flush()
+        _partial(frames, timing, failures, agents, on_agent)
+    return _result(frames, timing, failures)
+
+
+def _result(frames: list, timing: dict, failures: dict) -> Result:
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=bk.experiments.runner.COLUMNS)
     frame.attrs["timing"] = timing
-    return Result(frame, timing, failures)
+    return Result(frame, dict(timing), dict(failures))
+
+
+def _partial(frames, timing, failures, agents, on_agent) -> None:
+    """Call ``on_agent`` with the results so far; agents not finished are listed as pending."""
+    if on_agent is None:
+        return
+    pending = {n: "pending: not finished when this table was written (run still going, killed, or hung)"
+               for n in agents if n not in timing and n not in failures}
+    on_agent(_result(frames, timing, {**failures, **pending}))
 
 
 def se(values) -> float:
