@@ -61,9 +61,16 @@ def main(argv=None) -> None:
     source = f"REAL KuaiRec files from {args.data_dir}" if real else "SYNTHETIC look-alike (no --data-dir given)"
     chosen = common.select(agents(), args.agents)
     print(f"== KuaiRec ({source}): {list(chosen)}, {args.steps} steps, {args.seeds} seeds", flush=True)
-    res = common.run_agents(env, chosen, args.steps, args.seeds, progress=args.progress,
-                                 max_agent_s=args.max_agent_s, chunk=args.chunk)
+    def write(res) -> None:
+        _write(args, env, res, source, real)
 
+    res = common.run_agents(env, chosen, args.steps, args.seeds, progress=args.progress,
+                            max_agent_s=args.max_agent_s, chunk=args.chunk, on_agent=write)
+    write(res)
+    print(f"done in {time.perf_counter() - tic:.0f}s", flush=True)
+
+
+def _write(args, env, res, source: str, real: bool) -> None:
     def watch_ratio(df):
         return np.expm1(df["reward"])
 
@@ -95,7 +102,6 @@ def main(argv=None) -> None:
                "`final cum. regret` is in log1p(watch ratio) units (the observed reward), against the best video of "
                "each block."] + ([] if real else ["The look-alike is a small generated data set: its numbers say "
                                                  "nothing about KuaiRec itself."]))
-    print(f"done in {time.perf_counter() - tic:.0f}s", flush=True)
 
 
 if __name__ == "__main__":

@@ -74,9 +74,9 @@ def _write_seed003(args, env, res) -> None:
                "likelihood with jitter 1e-4.",
                "Replay-SGD ε-greedy is the AdamW point-estimate baseline (LLL-ε in the paper).",
                "`hilofi_ts_qlast0` is NOT the paper's agent: HiLoFi-TS with q_ℓ = 0 (q_h = 1e-6 kept).  With "
-               "q_ℓ > 0 banditkit's HiLoFi re-triangularises the full 850×850 last-layer square root by a QR of a "
-               "1700×850 stack in every predict (banditkit/posteriors/hilofi.py, predict), ~0.6 s per seed and step "
-               "here, which does not fit a CPU budget; the variant shows what HiLoFi does without that cost."])
+               "q_ℓ > 0 every predict refactors the full 850×850 last-layer square root (banditkit/posteriors/"
+               "hilofi.py, predict: a QR of a 1700×850 stack, ~0.6 s per seed and step here, before commit "
+               "2f64caa; a Cholesky of UᵀU + qI since); the variant shows HiLoFi without that cost."])
 
 
 def _seed002(args) -> None:

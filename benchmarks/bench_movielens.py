@@ -41,8 +41,16 @@ def main(argv=None) -> None:
     agents.update({k: extra[k] for k in ("hilofi_ts", "hilofi_ts_qlast0", "lofi_ts")})
     agents = common.select(agents, args.agents)
     print(f"== MovieLens: {list(agents)}, {args.steps} steps, {args.seeds} seeds", flush=True)
+    def write(res) -> None:
+        _write(args, env, res)
+
     res = common.run_agents(env, agents, args.steps, args.seeds, progress=args.progress,
-                                 max_agent_s=args.max_agent_s, chunk=args.chunk)
+                            max_agent_s=args.max_agent_s, chunk=args.chunk, on_agent=write)
+    write(res)
+    print(f"done in {time.perf_counter() - tic:.0f}s", flush=True)
+
+
+def _write(args, env, res) -> None:
     u = env.unwrapped
     common.write_outputs(
         res, args.out, "movielens", title="MovieLens-100k bandit (seed 002 protocol)",
@@ -56,7 +64,6 @@ def main(argv=None) -> None:
                "then diagonal EKF in the original space.",
                "Random-subspace EKF: basis through the initial weights, no warm-up fit.",
                "HiLoFi / LoFi use seed 003's MNIST hyper-parameters unchanged (no tuning)."])
-    print(f"done in {time.perf_counter() - tic:.0f}s", flush=True)
 
 
 if __name__ == "__main__":

@@ -55,23 +55,31 @@ def main(argv=None) -> None:
         env = gym.make(f"banditkit/{ds}-v0", max_steps=args.steps)
         agents = common.select(agents_for(env), args.agents)
         print(f"== {ds}: {len(agents)} agents, {args.steps} steps, {args.seeds} seeds", flush=True)
+
+        def write(res, ds=ds, env=env) -> None:
+            _write(args, ds, env, res)
+
         res = common.run_agents(env, agents, args.steps, args.seeds, progress=args.progress,
-                                 max_agent_s=args.max_agent_s, chunk=args.chunk)
-        u = env.unwrapped
-        notes = [f"{ds}: {u.num_actions} arms, context dim {env.observation_space.shape}.",
-                 "Random-subspace EKF: basis through the initial weights, no warm-up fit (banditkit's subspace_ekf "
-                 "without warm-up); the reference drew it around the warm-up fit.",
-                 "HiLoFi / LoFi use seed 003's MNIST hyper-parameters unchanged (no tuning)."]
-        if ds == "Adult":
-            notes.append("Adult here is the showdown's 14-arm occupation task (seed 002's reference used the "
-                         "2-class income label, majority 3776/5000), so the numbers are not comparable with Fig. 2.")
-        common.write_outputs(
-            res, args.out, f"showdown_{ds.lower()}", title=f"Showdown {ds} (seed 002 protocol)",
-            protocol=f"{args.steps} steps × {args.seeds} seeds, MLP1 (50 hidden), Thompson sampling",
-            full_command=f"python benchmarks/bench_showdown.py --datasets {ds} --steps 5000 --seeds 10",
-            notes=notes, extra_md=common.references(env, args.steps, args.seeds))
+                                max_agent_s=args.max_agent_s, chunk=args.chunk, on_agent=write)
+        write(res)
         print(f"   {ds} done in {time.perf_counter() - tic:.0f}s", flush=True)
-        write_overview(args.out)
+
+
+def _write(args, ds: str, env, res) -> None:
+    u = env.unwrapped
+    notes = [f"{ds}: {u.num_actions} arms, context dim {env.observation_space.shape}.",
+             "Random-subspace EKF: basis through the initial weights, no warm-up fit (banditkit's subspace_ekf "
+             "without warm-up); the reference drew it around the warm-up fit.",
+             "HiLoFi / LoFi use seed 003's MNIST hyper-parameters unchanged (no tuning)."]
+    if ds == "Adult":
+        notes.append("Adult here is the showdown's 14-arm occupation task (seed 002's reference used the "
+                     "2-class income label, majority 3776/5000), so the numbers are not comparable with Fig. 2.")
+    common.write_outputs(
+        res, args.out, f"showdown_{ds.lower()}", title=f"Showdown {ds} (seed 002 protocol)",
+        protocol=f"{args.steps} steps × {args.seeds} seeds, MLP1 (50 hidden), Thompson sampling",
+        full_command=f"python benchmarks/bench_showdown.py --datasets {ds} --steps 5000 --seeds 10",
+        notes=notes, extra_md=common.references(env, args.steps, args.seeds))
+    write_overview(args.out)
 
 
 def write_overview(out: str) -> None:

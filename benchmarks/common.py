@@ -399,9 +399,9 @@ def seed003_agents(*, rank: int = 50, rank_last: int = 100, q: float = 1e-6, cov
     out = {
         "hilofi_ts": _agent("hilofi-thompson", dict(rank=rank, init_cov_hidden=cov, init_cov_last=cov,
                                                     dynamics_cov=q), **m),
-        # Not in the paper: HiLoFi-TS with q_ℓ = 0 (q_h as above).  With q_ℓ > 0 every ``predict`` re-triangularises
-        # the full last-layer square root by a QR of a (2·D_ℓ, D_ℓ) stack (D_ℓ = 850 on LeNet5: ~0.6 s per seed and
-        # step on this machine); q_ℓ = 0 skips it, so this is the variant that fits a CPU time budget.
+        # Not in the paper: HiLoFi-TS with q_ℓ = 0 (q_h as above).  With q_ℓ > 0 every ``predict`` refactors the
+        # full (D_ℓ, D_ℓ) last-layer square root (D_ℓ = 850 on LeNet5: a QR of a 1700×850 stack, ~0.6 s per seed
+        # and step on this machine, before commit 2f64caa; a Cholesky of UᵀU + qI since); q_ℓ = 0 skips it.
         "hilofi_ts_qlast0": _agent("hilofi-thompson", dict(rank=rank, init_cov_hidden=cov, init_cov_last=cov,
                                                            dynamics_cov_hidden=q, dynamics_cov_last=0.0), **m),
         "lolofi_ts": _agent("lolofi-thompson", dict(rank=rank, rank_last=rank_last, init_cov_hidden=cov,
