@@ -166,7 +166,7 @@ def plot(curves: pd.DataFrame, bounds: dict, path: str) -> None:
                 ax.axvline(b, color="grey", lw=0.6, ls=":")
             ax.set_title(f"{name}: {metric.replace('_roll', '')} (rolling {WINDOW})", fontsize=9)
             ax.set_xlabel("step")
-            if j == len(names) - 1 or name == "label_switch":
+            if row == 0:
                 ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -234,11 +234,19 @@ def main() -> None:
     p.add_argument("--streams", default="permuted,split,rotating,label_switch")
     p.add_argument("--out", default="benchmarks/results")
     p.add_argument("--tag", default="nonstationary")
+    p.add_argument("--replot", action="store_true", help="only redraw the PNG from the committed _curve.csv")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     t0 = time.perf_counter()
     x, y = pooled_fmnist()
     builders = stream_builders(x, y, args.scale)
+    if args.replot:
+        stem = os.path.join(args.out, args.tag)
+        curves = pd.read_csv(stem + "_curve.csv")
+        bounds = {name: builders[name](0).boundaries for name in dict.fromkeys(curves.stream)}
+        plot(curves, bounds, stem + ".png")
+        print(f"redrew {stem}.png")
+        return
     x0 = jnp.zeros(196)
     summaries, curves, timing, bounds = [], [], {}, {}
     stem = os.path.join(args.out, args.tag)
