@@ -313,8 +313,14 @@ def report(out: str, command: str, not_run: dict[str, str]) -> None:
         for m in [m for m in METHODS if m in set(tn.method)]:
             cells = [tn[(tn.method == m) & (tn.n == n)].median_s for n in ns]
             lines.append(f"| {m} | " + " | ".join(f"{c.iloc[0]:.3f} s" if len(c) else "—" for c in cells) + " |")
-    if not_run:
-        lines += ["", "**Not run:**", ""] + [f"- `{k}`: {v}" for k, v in not_run.items()]
+    absent = {m: "not in this run's --methods" for m in METHODS if m not in set(runs.method) and m not in not_run}
+    absent.update({t: "not in this run's --tasks" for t in TASKS if t not in tasks})
+    if not_run or absent:
+        lines += ["", "**Not run:**", ""] + [f"- `{k}`: {v}" for k, v in {**not_run, **absent}.items()]
+    notes_path = os.path.join(out, "bo_notes.md")
+    if os.path.exists(notes_path):
+        with open(notes_path) as fh:
+            lines += ["", fh.read().strip()]
     lines += ["", "Peer numbers measured on the same machine kind by the anchor (5 seeds, less contention): "
               "`shared/research/anchor-bo-peers.md`."]
     with open(os.path.join(out, "bo.md"), "w") as fh:
@@ -408,9 +414,15 @@ def main(argv: list[str] | None = None) -> None:
     for m in not_run:
         print(f"peer {m} skipped: {not_run[m]}", file=sys.stderr)
     methods = [m for m in methods if m not in not_run]
+    cmd_path = os.path.join(args.out, "bo_command.txt")
     if args.report:
+        if os.path.exists(cmd_path):
+            with open(cmd_path) as fh:
+                command = fh.read().strip()
         report(args.out, command, not_run)
         return
+    with open(cmd_path, "w") as fh:
+        fh.write(command + "\n")
     runs_path, iters_path = os.path.join(args.out, "bo_runs.csv"), os.path.join(args.out, "bo_iters.csv")
     done = set()
     if args.append and os.path.exists(runs_path):
