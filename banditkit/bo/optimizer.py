@@ -20,16 +20,30 @@ sequence (``scipy.stats.qmc``).  Afterwards the acquisition is maximised over a 
 ``ucb``       ``μ(u) + β σ(u)``.
 
 ``μ(u), σ(u)²`` are the surrogate's predictive mean and variance of ``z`` (epistemic + observation noise).
+
+Gaussian-process surrogate (``surrogate="gp"``, :mod:`banditkit.bo.gp`).  An exact GP (Matérn-5/2 ARD, constant
+mean, inferred noise) on the evaluations (all of them, or the last ``buffer_size``), computed in float64.  Unlike
+the online filters it refits from the data after every ``tell``: targets are re-standardised over the buffer
+(``z = (s − mean)/sd``, recomputed each time), and the hyper-parameters are re-estimated by MAP (``fit_steps``
+L-BFGS-B iterations from the previous optimum and from the default start).  EI / PI / UCB use the latent ``f``'s
+posterior (no noise term) and the same candidate search; ``thompson`` is one *joint* posterior draw of ``f`` on the
+fixed Sobol candidate set (``O(N³)`` for ``N = n_candidates``), whose argmax is the suggestion (no gradient
+refinement: a draw on a finite set has none).  Per-``tell`` cost grows as ``O(n³)`` in the number of evaluations.
+``surrogate_kwargs``: ``buffer_size`` (``None`` = all; seed 003's baseline used 20), ``fit_steps`` (default 50),
+``use_prior`` (default True).
 ``ask(n)`` with ``n > 1`` returns a batch: the first point maximises the acquisition, the others come from
 independent Thompson draws (all of them for ``thompson``); points in one batch are always distinct.
 
 State, save and resume.  Everything that determines the next suggestion is saved by :meth:`BayesOpt.save`
 (evaluations, the standardisation, the surrogate's state arrays, the PRNG key, the Sobol position and the
-pending suggestions) in a portable ``.npz`` with a JSON header (no pickled code), written atomically.
+pending suggestions) in a portable ``.npz`` with a JSON header (no pickled code), written atomically.  For the
+GP the fitted hyper-parameters are saved and the conditioned state is rebuilt from them and the saved data by the
+same deterministic computation, so the next ``ask`` is identical.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import math
@@ -44,6 +58,7 @@ import pandas as pd
 
 from banditkit import checkpoint
 from banditkit import posteriors as _posteriors
+from banditkit.bo import gp as _gp
 from banditkit.bo import search
 from banditkit.likelihoods import Gaussian
 from banditkit.models import MLP
@@ -75,6 +90,9 @@ _SURROGATE_DEFAULTS: dict[str, dict[str, Any]] = {
     "diag_ekf": dict(init_cov=1e-2),
     "ekf": dict(init_cov=1e-2),
 }
+
+
+_GP_DEFAULTS: dict[str, Any] = dict(buffer_size=None, fit_steps=50, use_prior=True)
 
 
 def _accepts(fn: Callable, name: str) -> bool:
@@ -184,6 +202,53 @@ class BayesOpt:
         self._sign = 1.0 if direction == "maximize" else -1.0
 
         # surrogate ----------------------------------------------------------------------------------------
+        self._is_gp = isinstance(surrogate, str) and surrogate.strip().lower() == "gp"
+        if self._is_gp:
+            self._init_gp(model, surrogate_kwargs)
+        else:
+            self._init_network(surrogate, model, surrogate_kwargs)
+
+        # data -----------------------------------------------------------------------------------------------
+        self._u = np.zeros((0, self.dim))  # unit-cube inputs told so far
+        self._y = np.zeros((0,))  # raw values as told
+        self._source: list[str] = []
+        self._shift: float | None = None  # standardisation s ↦ (s - shift) / scale, fixed after n_initial
+        self._scale: float | None = None
+        self._n_fed = 0  # observations already given to the filter
+        self._sobol_index = 0
+        self._pending = np.zeros((0, self.dim))
+        self._pending_source: list[str] = []
+
+    def _init_gp(self, model: Any, surrogate_kwargs: dict | None) -> None:
+        if model is not None:
+            raise ValueError("surrogate='gp' takes no model (the GP is not a network); drop model=")
+        unknown = sorted(set(surrogate_kwargs or {}) - set(_GP_DEFAULTS))
+        if unknown:
+            raise TypeError(f"surrogate 'gp' rejected its arguments {unknown}; it accepts {sorted(_GP_DEFAULTS)}")
+        kwargs = dict(_GP_DEFAULTS, **(surrogate_kwargs or {}))
+        b = kwargs["buffer_size"]
+        if b is not None and (not isinstance(b, (int, np.integer)) or isinstance(b, bool) or b < 1):
+            raise ValueError(f"buffer_size must be a positive int or None, got {b!r}")
+        if not isinstance(kwargs["fit_steps"], (int, np.integer)) or kwargs["fit_steps"] < 0:
+            raise ValueError(f"fit_steps must be a non-negative int, got {kwargs['fit_steps']!r}")
+        self.surrogate = "gp"
+        self.surrogate_kwargs = kwargs
+        self._custom_model = False
+        self.model = None
+        self._post, self._apply_fn, self._step = None, None, None
+        key = json.dumps(dict(gp=True, **self._config), sort_keys=True)
+        if key not in _KERNELS:
+            _KERNELS[key] = _build_gp_kernels(self._config)
+        self._thompson, self._analytic = _KERNELS[key]
+        _, self._key = jax.random.split(jax.random.PRNGKey(self.seed))
+        self._state: Any = None
+        self._dtype = jnp.float64
+        with jax.enable_x64(True):
+            self._candidates = jnp.asarray(
+                search.sobol_points(self._config["n_candidates"], self.dim, seed=self.seed + 1), jnp.float64
+            )
+
+    def _init_network(self, surrogate: str | Callable, model: Any, surrogate_kwargs: dict | None) -> None:
         if isinstance(surrogate, str):
             factory = _posteriors.get(surrogate)
             self.surrogate = surrogate.strip().lower().replace("-", "_")
@@ -236,17 +301,6 @@ class BayesOpt:
             search.sobol_points(self._config["n_candidates"], self.dim, seed=self.seed + 1), self._dtype
         )
 
-        # data -----------------------------------------------------------------------------------------------
-        self._u = np.zeros((0, self.dim))  # unit-cube inputs told so far
-        self._y = np.zeros((0,))  # raw values as told
-        self._source: list[str] = []
-        self._shift: float | None = None  # standardisation s ↦ (s - shift) / scale, fixed after n_initial
-        self._scale: float | None = None
-        self._n_fed = 0  # observations already given to the filter
-        self._sobol_index = 0
-        self._pending = np.zeros((0, self.dim))
-        self._pending_source: list[str] = []
-
     # public API -------------------------------------------------------------------------------------------------
     @property
     def bounds(self) -> np.ndarray:
@@ -265,7 +319,8 @@ class BayesOpt:
 
     @property
     def posterior(self):
-        """The surrogate's :class:`~banditkit.posteriors.Posterior` and its current state ``(post, state)``."""
+        """The surrogate's :class:`~banditkit.posteriors.Posterior` and its current state ``(post, state)``
+        (for ``surrogate="gp"``: ``(None, GPState)``, the state ``None`` before the first fit)."""
         return self._post, self._state
 
     def ask(self, n: int | None = None) -> np.ndarray:
@@ -308,6 +363,12 @@ class BayesOpt:
                     src = pend_src.pop(j)
                     pending = np.delete(pending, j, axis=0)
             sources.append(src)
+        if self._is_gp:
+            state, shift, scale = self._gp_refit(new_u, new_y)
+            self._u, self._y, self._source = new_u, new_y, sources
+            self._pending, self._pending_source = pending, pend_src
+            self._shift, self._scale, self._state, self._n_fed = shift, scale, state, new_y.size
+            return
         shift, scale = self._shift, self._scale
         if shift is None and new_y.size >= self.n_initial:
             s = self._sign * new_y
@@ -376,11 +437,43 @@ class BayesOpt:
         u = np.clip((xa - self._lo) / (self._hi - self._lo), 0.0, 1.0)
         return u, ya
 
+    def _gp_standardise(self, y: np.ndarray) -> tuple[np.ndarray, float, float]:
+        """``z = (s − shift) / scale`` over the GP's buffer (the last ``buffer_size`` values, or all)."""
+        s = self._sign * y
+        b = self.surrogate_kwargs["buffer_size"]
+        sb = s if b is None else s[-b:]
+        shift, sd = float(np.mean(sb)), float(np.std(sb))
+        scale = sd if sd > 1e-12 * max(1.0, abs(shift)) else 1.0
+        return (s - shift) / scale, shift, scale
+
+    def _gp_refit(self, u: np.ndarray, y: np.ndarray, params: Any = "previous"):
+        """Standardise, refit the hyper-parameters (warm start from the current ones; ``params`` given: use them
+        as they are) and condition.  Returns ``(state, shift, scale)``; ``state`` is ``None`` before ``n_initial``
+        evaluations."""
+        z, shift, scale = self._gp_standardise(y)
+        if y.size < self.n_initial:
+            return None, shift, scale
+        kw = self.surrogate_kwargs
+        with jax.enable_x64(True):
+            xp, zp, mask = _gp.pad(u, z, kw["buffer_size"], dtype=jnp.float64)
+            if isinstance(params, str):
+                init = self._state.params if self._state is not None else None
+                init = _gp.default_params(self.dim) if init is None else init
+                params = _gp.fit_params(xp, zp, mask, init, steps=kw["fit_steps"], use_prior=kw["use_prior"])
+            state = _GP_CONDITION(xp, zp, mask, params)
+            if not bool(jnp.all(jnp.isfinite(state.alpha))):
+                raise FloatingPointError("the GP's Cholesky produced NaN/inf (the optimiser was left unchanged)")
+        return state, shift, scale
+
     def _next_key(self) -> jax.Array:
         self._key, sub = jax.random.split(self._key)
         return sub
 
     def _acquire(self, k: int) -> tuple[np.ndarray, list[str]]:
+        with jax.enable_x64(True) if self._is_gp else contextlib.nullcontext():
+            return self._acquire_points(k)
+
+    def _acquire_points(self, k: int) -> tuple[np.ndarray, list[str]]:
         chosen: list[np.ndarray] = []
         sources: list[str] = []
         best = float(np.max((self._sign * self._y - self._shift) / self._scale))
@@ -405,6 +498,8 @@ class BayesOpt:
 
     # persistence ------------------------------------------------------------------------------------------------
     def _arrays(self, state) -> dict:
+        if self._is_gp:  # the GP state is rebuilt from the data and the saved hyper-parameters
+            return dict(key=self._key)
         return dict(state=state, key=self._key)
 
     def save(self, path: str | os.PathLike) -> None:
@@ -433,6 +528,9 @@ class BayesOpt:
             u=self._u.tolist(),
             y=self._y.tolist(),
             pending=self._pending.tolist(),
+            gp_params=None
+            if not (self._is_gp and self._state is not None)
+            else {k: np.asarray(v, np.float64).tolist() for k, v in self._state.params._asdict().items()},
         )
         folder = os.path.dirname(os.path.abspath(os.fspath(path)))
         os.makedirs(folder, exist_ok=True)
@@ -473,7 +571,11 @@ class BayesOpt:
         opt._y = np.asarray(meta["y"], np.float64).reshape(-1)
         opt._pending = np.asarray(meta["pending"], np.float64).reshape(-1, opt.dim)
         tree, _ = checkpoint.load(path, template=opt._arrays(opt._state), posterior=opt._post)
-        opt._state, opt._key = tree["state"], tree["key"]
+        opt._state, opt._key = tree.get("state"), tree["key"]
+        if opt._is_gp and meta.get("gp_params") is not None:
+            with jax.enable_x64(True):
+                params = _gp.GPParams(**{k: jnp.asarray(v, jnp.float64) for k, v in meta["gp_params"].items()})
+            opt._state, _, _ = opt._gp_refit(opt._u, opt._y, params=params)
         opt._shift, opt._scale = meta["shift"], meta["scale"]
         opt._n_fed = int(meta["n_fed"])
         opt._sobol_index = int(meta["sobol_index"])
@@ -534,6 +636,34 @@ def _build_kernels(post, apply_fn, cfg: dict):
         return search.maximize(score, cands, **opts())
 
     return jax.jit(step), jax.jit(thompson), jax.jit(analytic)
+
+
+_GP_CONDITION = jax.jit(_gp.condition)
+
+
+def _build_gp_kernels(cfg: dict):
+    """Jitted ``thompson(state, key, cands)`` (a joint draw of ``f`` on the candidates, its argmax) and
+    ``analytic(state, best, weights, cands)`` for a :class:`~banditkit.bo.gp.GPState` (call them under x64)."""
+
+    def thompson(state, key, cands):
+        draw = _gp.sample_joint(key, state, cands)
+        order = jnp.argsort(-draw)
+        return cands[order[0]], draw[order[0]], order
+
+    def analytic(state, best, weights, cands):
+        def score(u):
+            m, v = _gp.predict(state, u[None])
+            sd = jnp.sqrt(v[0])
+            return (
+                weights[0] * expected_improvement_score(m[0], sd, best, cfg["xi"])
+                + weights[1] * probability_of_improvement_score(m[0], sd, best, cfg["xi"])
+                + weights[2] * ucb_score(m[0], sd, cfg["beta"])
+            )
+
+        return search.maximize(score, cands, n_starts=cfg["n_starts"], steps=cfg["refine_steps"],
+                               step_size=cfg["step_size"])
+
+    return jax.jit(thompson), jax.jit(analytic)
 
 
 def _near(points: np.ndarray, x: np.ndarray, tol: float) -> bool:
