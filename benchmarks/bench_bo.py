@@ -43,7 +43,8 @@ TASKS = {  # name: (function, dim, budget)
     "drawnn200": ("drawnn", 200, 600),
 }
 SMALL_TASKS = ["branin", "hartmann6", "ackley2", "ackley5", "ackley10"]
-OURS = ["hilofi_ts", "lrkf_ts", "lofi_ts", "hilofi_ei", "lrkf_ei", "lofi_ei", "gp_ei", "gp_ts", "gp20_ei"]
+OURS = ["hilofi_ts", "lrkf_ts", "lofi_ts", "hilofi_ei", "lrkf_ei", "lofi_ei", "gp_ei", "gp_ts", "gp20_ei",
+        "online_vbll_ts", "last_layer_laplace_ts"]  # the last two: seed 003's replay-buffer baselines
 PEERS = ["botorch", "tpe", "random"]
 METHODS = OURS + PEERS
 FULL_COMMAND = ("python benchmarks/bench_bo.py --tasks " + ",".join(TASKS) + " --seeds 10 --methods "

@@ -162,3 +162,13 @@ def test_bad_arguments_are_clear():
         opt.ask(n=0)
     with pytest.raises(ValueError, match="finite"):
         bk.bo.optimize(lambda x: float("nan"), [(0.0, 1.0)], n_evals=2, surrogate="ekf", features=(8,))
+
+
+@pytest.mark.parametrize("surrogate", ["online_vbll", "last_layer_laplace"])
+def test_replay_buffer_surrogates_get_their_example_input(surrogate):
+    """Seed 003's replay-buffer baselines size their buffer from one input; BayesOpt supplies it."""
+    opt = BayesOpt([(0.0, 1.0), (0.0, 2.0)], surrogate=surrogate, features=(16,), n_candidates=64, seed=0)
+    for _ in range(6):
+        x = opt.ask()
+        opt.tell(x, quad(x))
+    assert len(opt.history) == 6 and np.isfinite(opt.best[1])

@@ -286,7 +286,10 @@ class BayesOpt:
             if out.shape != (1,):
                 raise ValueError(f"the surrogate model must output one value per point, got output shape {out.shape}")
             try:
-                post = factory(apply_fn, Gaussian(self._config["obs_noise"]), **kwargs)
+                extra = {}
+                if "example_x" not in kwargs and _accepts(factory, "example_x"):  # replay-buffer backends
+                    extra["example_x"] = jnp.zeros((self.dim,), jnp.float32)
+                post = factory(apply_fn, Gaussian(self._config["obs_noise"]), **kwargs, **extra)
             except TypeError as e:
                 raise TypeError(f"surrogate {self.surrogate!r} rejected its arguments {sorted(kwargs)}: {e}") from e
             cached = (post, apply_fn, *_build_kernels(post, apply_fn, self._config))
