@@ -31,6 +31,26 @@ from jax.scipy.linalg import solve_triangular
 Array = jax.Array
 
 
+@jax.custom_batching.custom_vmap
+def eigh(a: Array) -> tuple[Array, Array]:
+    """``(eigenvalues ascending (n,), eigenvectors (n, n))`` of a small symmetric matrix, vmap-safe on CPU.
+
+    Under ``vmap`` (e.g. over seeds) the batch is mapped with ``lax.map`` — one unbatched LAPACK call per member —
+    instead of jaxlib's batched ``syevd``, whose ``ParallelBatchMap`` deadlocked XLA:CPU's thread pool in
+    LoFi / LoLoFi runs with vmapped seeds (every pool thread idle, the caller waiting forever; jax 0.10.2).  The
+    matrices here are ``(L + C)``-sized, so the loop costs nothing measurable.
+    """
+    w, v = jnp.linalg.eigh(a)
+    return w, v
+
+
+@eigh.def_vmap
+def _eigh_vmap(axis_size: int, in_batched: list, a: Array):
+    if not in_batched[0]:
+        return eigh(a), (False, False)
+    return jax.lax.map(eigh, a), (True, True)
+
+
 def qr_upper(*blocks: Array) -> Array:
     """``Q_R(B_1, …, B_K)``: upper-triangular ``U (D, D)`` with ``UᵀU = Σ_k B_kᵀ B_k``.
 
@@ -105,7 +125,7 @@ def project_weights(g: Array, rank: int, add: Array | float = 0.0) -> tuple[Arra
     Eigenvalues below ``n · eps · σ_max²`` are treated as zero: their row of ``W`` and their ``s2`` are 0.
     """
     g = symmetrize(g)
-    evals, evecs = jnp.linalg.eigh(g)  # ascending
+    evals, evecs = eigh(g)  # ascending
     evals = jnp.flip(evals)[:rank]
     evecs = jnp.flip(evecs, axis=1)[:, :rank]
     evals = jnp.maximum(evals, 0.0)
@@ -186,7 +206,7 @@ def sqrt_psd(r: Array) -> Array:
     """
     if r.shape[0] == 1:
         return jnp.sqrt(jnp.maximum(r, 0.0))
-    evals, evecs = jnp.linalg.eigh(symmetrize(r))
+    evals, evecs = eigh(symmetrize(r))
     return (evecs * jnp.sqrt(jnp.maximum(evals, 0.0))[None, :]) @ evecs.T
 
 
