@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from banditkit.datasets.streams import Stream
+from banditkit.experiments.runner import _seeds
 from banditkit.posteriors.base import Posterior
 
 Array = jax.Array
@@ -121,17 +122,6 @@ def rolling(df: pd.DataFrame, window: int) -> pd.DataFrame:
     return df
 
 
-def _seed_list(seeds) -> list[int]:
-    if isinstance(seeds, (int, np.integer)):
-        if seeds < 1:
-            raise ValueError(f"seeds must be >= 1 (a count) or a list of seeds, got {seeds}")
-        return list(range(int(seeds)))
-    out = [int(s) for s in seeds]
-    if not out:
-        raise ValueError("seeds is empty")
-    return out
-
-
 def run_stream(
     stream: Stream | Callable[[int], Stream],
     learner: StreamLearner | tuple,
@@ -152,7 +142,7 @@ def run_stream(
       name: the ``agent`` column (default: the posterior's name).
       window: rolling-average window in steps.
     """
-    seed_list = _seed_list(seeds)
+    seed_list = _seeds(seeds)
     streams = [stream(s) if callable(stream) else stream for s in seed_list]
     if isinstance(learner, str):
         learner = default_learner(learner, streams[0])
