@@ -215,8 +215,6 @@ def bong(
         raise ValueError(f"bong: num_iter must be a positive int, got {num_iter!r}")
     if estimator.startswith("mc") and (not isinstance(n_samples, int) or n_samples < 1):
         raise ValueError(f"bong: n_samples must be a positive int for MC estimators, got {n_samples!r}")
-    if init_cov <= 0:
-        raise ValueError(f"bong: init_cov must be > 0, got {init_cov!r}")
 
     cell = SpaceCell()
     n_iter = num_iter

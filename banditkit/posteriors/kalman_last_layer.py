@@ -185,8 +185,7 @@ def kalman_last_layer(
         dt = state.mean.dtype
         g, add = _drift(state.delta, dt)
         gu = g * state.chol
-        eye = jnp.eye(state.mean.size, dtype=dt)
-        u = jnp.where(add > 0, linalg.chol_upper(linalg.symmetrize(gu.T @ gu + add * eye)), gu)
+        u = jnp.where(add > 0, linalg.add_isotropic_factor(gu, add), gu)
         return _mean_after(state.mean, state.prior_mean, g), u
 
     def _settled(state: KLLState) -> tuple[Array, Array]:

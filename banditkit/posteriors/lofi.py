@@ -145,12 +145,6 @@ def lofi(
         raise ValueError(f"lofi: rank must be an integer >= 0 (0 gives the diagonal VD-EKF), got {rank!r}")
     if inflation not in INFLATIONS:
         raise ValueError(f"lofi: inflation must be one of {INFLATIONS}, got {inflation!r}")
-    if _is_number(init_cov) and not init_cov > 0:
-        raise ValueError(f"lofi: init_cov (prior variance) must be > 0, got {init_cov}")
-    if _is_number(dynamics_cov) and dynamics_cov < 0:
-        raise ValueError(f"lofi: dynamics_cov (q) must be >= 0, got {dynamics_cov}")
-    if _is_number(forgetting) and not forgetting > 0:
-        raise ValueError(f"lofi: forgetting (gamma) must be > 0 (1.0 = no forgetting), got {forgetting}")
     if _is_number(inflation_factor) and inflation_factor < 0:
         raise ValueError(f"lofi: inflation_factor must be >= 0, got {inflation_factor}")
     inflate = inflation != "none" and not (_is_number(inflation_factor) and inflation_factor == 0)
