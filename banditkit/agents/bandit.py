@@ -81,11 +81,7 @@ def backends() -> dict:
 
 def resolve_backend(name: str):
     """The factory called ``name`` (``-``/``_`` and case-insensitive); unknown names list the valid ones."""
-    table = backends()
-    key = name.strip().lower().replace("-", "_")
-    if key not in table:
-        raise ValueError(f"unknown posterior backend {name!r}; choose one of {sorted(table)}")
-    return table[key]
+    return _posteriors.get(name)
 
 
 def _is_traced(tree) -> bool:
