@@ -273,6 +273,26 @@ def lowrank_kalman_update(
     return mean + dmean, c_new, s2
 
 
+def dense_block_update(
+    mean: Array, sigma: Array, g: Array, s: Array, r_other: Array, innov: Array
+) -> tuple[Array, Array]:
+    """Block-diagonal Joseph update of one block kept as a dense covariance, in ``O(D² c)``.
+
+    Same target as :func:`sqrt_factor_update`: ``Σ⁺ = (I−KL)Σ(I−KL)ᵀ + KRKᵀ`` with ``K = ΣLᵀS⁻¹`` and
+    ``S = LΣLᵀ + R_o + R``.  Expanding with ``G = ΣLᵀ`` and ``LΣLᵀ + R = S − R_o`` gives
+    ``Σ⁺ = Σ − K(S + R_o)Kᵀ`` (``R_o = 0``: the usual ``Σ − KSKᵀ``).
+
+    Args:
+      mean: ``μ (D,)``; sigma: ``Σ (D, D)``; g: ``G = ΣLᵀ (D, c)``; s: total ``S (c, c)``;
+      r_other: ``R_o (c, c)``; innov: ``ε (c,)``.
+
+    Returns ``(μ + Kε, Σ⁺)`` (symmetrised).
+    """
+    s = symmetrize(s)
+    k = solve_spd_factor(chol_upper(s), g.T).T  # (D, c)
+    return mean + k @ innov, symmetrize(sigma - k @ ((s + r_other) @ k.T))
+
+
 def sqrt_factor_update(
     mean: Array, u: Array, b: Array, s: Array, r_other: Array, r_half: Array, innov: Array
 ) -> tuple[Array, Array]:

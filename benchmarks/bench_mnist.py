@@ -112,7 +112,7 @@ def _write_seed002(args, env, res, mname: str) -> None:
             assessed=bool(r.steps >= 5000)))
     if s is not None:
         sub = [a for a in ("ekf_sub_svd", "ekf_sub_rnd") if a in s.index]
-        nl = [a for a in ("neural_linear_lim", "neural_linear_unlim") if a in s.index]
+        nl = [a for a in ("neural_linear_lim", "neural_linear_unlim", "neural_linear_unlim_mb") if a in s.index]
         if sub and nl and "linear" in s.index:
             best_sub = max(s.loc[a, "cum_reward"] for a in sub)
             best_nl = max(s.loc[a, "cum_reward"] for a in nl)

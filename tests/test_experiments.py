@@ -169,7 +169,11 @@ def test_bad_arguments():
         run(ToyBandit(max_steps=3), _agent(), steps=5, compiled=False)
 
 
-def test_subspace_warmup_same_in_both_loops():
+@pytest.mark.parametrize("chunk", [None, 4, 6])
+def test_subspace_warmup_same_in_both_loops(chunk):
+    """The compiled runner fits the subspace between two scan segments (τ = 6 mid-chunk for chunk 4, on a chunk
+    boundary for 6); actions and regret must match the Gymnasium loop, where ``act`` fits it at t = τ."""
+
     def make():
         return BanditAgent(
             MLP(features=(4,), out=3),
@@ -180,11 +184,21 @@ def test_subspace_warmup_same_in_both_loops():
             sgd_kwargs=dict(n_iters=20, skip=2),
         )
 
-    c = run(ToyBandit(), make(), 12, [1], compiled=True, progress=False)
-    g = run(ToyBandit(), make(), 12, [1], compiled=False, progress=False)
+    c = run(ToyBandit(), make(), 13, [1, 2], compiled=True, progress=False, chunk_size=chunk)
+    g = run(ToyBandit(), make(), 13, [1, 2], compiled=False, progress=False)
+    assert len(c) == 26
     assert list(c["action"][:6]) == [0, 1, 2, 0, 1, 2]
     np.testing.assert_array_equal(c["action"], g["action"])
     np.testing.assert_allclose(c["cumulative_regret"], g["cumulative_regret"], rtol=1e-5)
+
+
+def test_compiled_segments_end_at_the_warmup_round():
+    from banditkit.experiments.runner import _segments
+
+    assert _segments(10, 4, 0) == [(0, 4), (4, 4), (8, 4)]
+    assert _segments(13, 4, 6) == [(0, 4), (4, 2), (6, 4), (10, 4)]
+    assert _segments(13, 3, 6) == [(0, 3), (3, 3), (6, 3), (9, 3), (12, 3)]
+    assert _segments(5, 4, 6) == [(0, 4), (4, 4)]  # τ ≥ steps: the fit never runs
 
 
 def test_real_env_compiled_equals_gymnasium():

@@ -93,14 +93,23 @@ def test_lrkf_full_rank_equals_kalman_filter(x64, q):
         np.testing.assert_allclose(cov, h @ sig @ h.T + R * np.eye(CY), atol=1e-10)
 
 
-def test_hilofi_frozen_hidden_is_kalman_filter_on_last_layer(x64):
+def _sigma_last(post, state):
+    """HiLoFi's last-layer covariance whichever form the state keeps (``post.hyper["last_cov"]``)."""
+    c = np.asarray(state.cov_last)
+    return c if post.hyper["last_cov"] == "dense" else c.T @ c
+
+
+@pytest.mark.parametrize("last_cov", ["sqrt", "dense", "auto"])
+def test_hilofi_frozen_hidden_is_kalman_filter_on_last_layer(x64, last_cov):
     """init_cov_hidden = 0: the hidden block never moves; the last layer is an exact KF (with q_ℓ and γ)."""
     params, apply_fn = _linear_model()
     space = ParamSpace(params, "head")
     gamma, q_l = 0.95, 0.02
     post = hilofi(
-        apply_fn, Gaussian(R), rank=3, init_cov_hidden=0.0, init_cov_last=1.5, dynamics_cov_last=q_l, forgetting=gamma
+        apply_fn, Gaussian(R), rank=3, init_cov_hidden=0.0, init_cov_last=1.5, dynamics_cov_last=q_l, forgetting=gamma,
+        last_cov=last_cov,
     )
+    assert post.hyper["last_cov"] == ("dense" if last_cov == "auto" else last_cov)
     state = post.init(params)
     h0, l0 = (np.asarray(v) for v in space.split(params))
     mu = np.concatenate([h0, l0])
@@ -112,7 +121,7 @@ def test_hilofi_frozen_hidden_is_kalman_filter_on_last_layer(x64):
         mu, sig = _kf_step(mu, sig, h, np.asarray(y), h @ (gamma * mu), R * np.eye(CY), gamma, qdiag)
         state = step(state, x, y)
         np.testing.assert_allclose(np.r_[state.mean_hidden, state.mean_last], mu, atol=1e-10)
-        np.testing.assert_allclose(state.cov_last.T @ state.cov_last, sig[h0.size :, h0.size :], atol=1e-10)
+        np.testing.assert_allclose(_sigma_last(post, state), sig[h0.size :, h0.size :], atol=1e-10)
         np.testing.assert_allclose(state.cov_hidden, 0.0)
 
 
@@ -138,8 +147,9 @@ def _blockdiag_oracle(apply_fn, space, params, data, c_h, c_l, q_h, q_l, gamma):
     return out
 
 
+@pytest.mark.parametrize("last_cov", ["sqrt", "dense"])
 @pytest.mark.parametrize("q_h,q_l,gamma", [(0.0, 0.0, 1.0), (0.04, 0.02, 0.9)])
-def test_hilofi_full_hidden_rank_equals_blockdiagonal_filter(x64, q_h, q_l, gamma):
+def test_hilofi_full_hidden_rank_equals_blockdiagonal_filter(x64, q_h, q_l, gamma, last_cov):
     params, apply_fn = _linear_model()
     space = ParamSpace(params, "head")
     data = _data(4)
@@ -152,6 +162,7 @@ def test_hilofi_full_hidden_rank_equals_blockdiagonal_filter(x64, q_h, q_l, gamm
         dynamics_cov_hidden=q_h,
         dynamics_cov_last=q_l,
         forgetting=gamma,
+        last_cov=last_cov,
     )  # rank 50 > D_h: clipped to D_h
     state = post.init(params)
     assert state.cov_hidden.shape == (space.size_hidden, space.size_hidden)
@@ -163,7 +174,28 @@ def test_hilofi_full_hidden_rank_equals_blockdiagonal_filter(x64, q_h, q_l, gamm
         np.testing.assert_allclose(state.mean_hidden, mh, atol=1e-10)
         np.testing.assert_allclose(state.mean_last, ml, atol=1e-10)
         np.testing.assert_allclose(state.cov_hidden.T @ state.cov_hidden, sh, atol=1e-10)
-        np.testing.assert_allclose(state.cov_last.T @ state.cov_last, sl, atol=1e-10)
+        np.testing.assert_allclose(_sigma_last(post, state), sl, atol=1e-10)
+
+
+@pytest.mark.parametrize("last_cov", ["sqrt", "dense"])
+def test_hilofi_last_layer_draws_have_the_filtered_covariance(x64, last_cov):
+    """Thompson draws of the last layer: sample mean → μ_ℓ and sample covariance → Σ_ℓ, in both forms."""
+    params, apply_fn = _linear_model()
+    space = ParamSpace(params, "head")
+    post = hilofi(apply_fn, Gaussian(R), rank=2, init_cov_hidden=0.3, init_cov_last=1.3, dynamics_cov=0.05,
+                  last_cov=last_cov)
+    state = post.predict(_run(post, params, _data(5)))
+    draws = jax.vmap(lambda k: space.split(post.sample(k, state))[1])(jax.random.split(jax.random.PRNGKey(0), 20000))
+    draws = np.asarray(draws)
+    sig = _sigma_last(post, state)
+    np.testing.assert_allclose(draws.mean(0), state.mean_last, atol=4 * np.sqrt(np.max(np.diag(sig)) / 20000))
+    np.testing.assert_allclose(np.cov(draws.T), sig, atol=0.05 * np.max(np.diag(sig)))
+
+
+def test_hilofi_rejects_unknown_last_cov():
+    params, apply_fn = _linear_model()
+    with pytest.raises(ValueError, match="last_cov"):
+        hilofi(apply_fn, Gaussian(R), last_cov="cholesky")
 
 
 def test_lolofi_full_ranks_equals_hilofi(x64):

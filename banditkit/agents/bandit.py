@@ -23,9 +23,11 @@ arms round-robin (``a = t mod K``); ``observe`` stores them in a fixed-size buff
 only the pulled arm's output enters the loss), builds ``A`` from the SVD of the iterates
 (``bk.posteriors.subspace_from_sgd``), re-initialises the subspace posterior at ``θ*`` and filters the τ warm-up
 observations through it (seed 002 Alg. 2); other backends are updated online during warm-up and ``warmup`` is the
-identity.  Without warm-up, ``subspace_ekf`` uses a random subspace through the initial weights.  The compiled
-runner calls ``warmup`` itself at ``t = τ`` (an unbatched ``lax.cond``, so vmapping over seeds never runs the SGD
-fit more than once); the public ``act`` does it automatically when called with a concrete state.
+identity.  Without warm-up, ``subspace_ekf`` uses a random subspace through the initial weights.  The public ``act``
+does it automatically: with a concrete state by one jitted call, inside a trace by a ``lax.cond`` on the round
+counter (every round then carries the branch, and under ``vmap`` over seeds the batched predicate turns it into a
+select that runs the fit every round, so loops over many rounds should call ``warmup`` themselves).  The compiled
+runner does: it ends a scan segment at ``t = τ`` and calls ``warmup`` once between two segments.
 """
 
 from __future__ import annotations

@@ -189,8 +189,9 @@ def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink):
     n = len(seeds)
     padded, per_seed, replicated = _shardings(n)
     pad = lambda xs: list(xs) + [xs[-1]] * (padded - n)
-    n_chunks = int(math.ceil(steps / chunk))
-    total = n_chunks * chunk
+    tau = int(getattr(agent, "warmup_steps", 0)) if getattr(agent, "is_subspace", False) else 0
+    segments = _segments(steps, chunk, tau)
+    total = segments[-1][0] + segments[-1][1]
 
     def per_step(a):  # pad the round axis to a whole number of chunks
         a = np.asarray(a)[:steps]
@@ -213,47 +214,56 @@ def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink):
         data = jax.device_put(data, per_seed)
         contexts = jax.device_put(contexts, replicated if shared else per_seed)
 
-    tau = int(getattr(agent, "warmup_steps", 0)) if getattr(agent, "is_subspace", False) else 0
-
     def init_one(d, pool):
         ctx0 = pool[d["index"][0]]
         return agent.init(d["keys"][0], ctx0)
 
-    def chunk_one(state, d, pool, t0):
+    def segment_one(state, d, pool, t0, length):
         def step(st, t):
             key_t = jax.random.fold_in(d["keys"][1], t)
             ctx = pool[d["index"][t]]
-            if tau > 0:
-                k_warm = jax.random.fold_in(key_t, WARMUP_KEY)
-                st = jax.lax.cond(t == tau, lambda s: agent.warmup(k_warm, s), lambda s: s, st)
             a = agent._act(key_t, st, ctx)
             r = d["rewards"][t, a]
             st = agent._observe(st, ctx, a, r)
             return st, (a, r, d["expected"][t, a], jnp.max(d["expected"][t]))
 
-        return jax.lax.scan(step, state, t0 + jnp.arange(chunk))
+        return jax.lax.scan(step, state, t0 + jnp.arange(length))
+
+    def warm_one(state, d):  # the key BanditAgent.act derives at t = τ, so both loops fit the same subspace
+        return agent.warmup(jax.random.fold_in(jax.random.fold_in(d["keys"][1], tau), WARMUP_KEY), state)
 
     out = {} if per_seed is None else dict(out_shardings=per_seed)  # keep every seed-axis array sharded
     init_v = jax.jit(jax.vmap(init_one, in_axes=(0, ctx_axis)), **out)
-    chunk_v = jax.jit(jax.vmap(chunk_one, in_axes=(0, 0, ctx_axis, None)), donate_argnums=(0,), **out)
+
+    def segment_v(length):
+        fn = lambda st, d, pool, t0: segment_one(st, d, pool, t0, length)
+        return jax.jit(jax.vmap(fn, in_axes=(0, 0, ctx_axis, None)), donate_argnums=(0,), **out)
 
     t_start = time.perf_counter()
     state = init_v(data, contexts)
     jax.block_until_ready(state)
-    compiled_chunk = chunk_v.lower(state, data, contexts, jnp.int32(0)).compile()
+    compiled = {
+        length: segment_v(length).lower(state, data, contexts, jnp.int32(0)).compile()
+        for length in sorted({length for _, length in segments})
+    }
+    compiled_warm = None
+    if 0 < tau < steps:
+        warm_v = jax.jit(jax.vmap(warm_one), donate_argnums=(0,), **out)
+        compiled_warm = warm_v.lower(state, data).compile()
     compile_s = time.perf_counter() - t_start
 
     bar = _progress(steps, name, progress)
     offsets = np.zeros(n)
     run_s = 0.0
     try:
-        for c in range(n_chunks):
-            t0 = c * chunk
+        for t0, length in segments:
             tic = time.perf_counter()
-            state, out = compiled_chunk(state, data, contexts, jnp.int32(t0))
+            if compiled_warm is not None and t0 == tau:  # the warm-up fit: once, between two segments
+                state = compiled_warm(state, data)
+            state, out = compiled[length](state, data, contexts, jnp.int32(t0))
             out = jax.device_get(out)
             run_s += time.perf_counter() - tic
-            keep = min(chunk, steps - t0)
+            keep = min(length, steps - t0)
             a, r, e, o = (np.asarray(x)[:n, :keep] for x in out)
             df = _frame(name, seeds, a, r, e, o, offsets, start=t0)
             offsets = df.groupby("seed", sort=False)["cumulative_regret"].last().reindex(seeds).to_numpy()
@@ -273,6 +283,25 @@ def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink):
         mode="compiled",
         devices=devices,
     )
+
+
+def _segments(steps: int, chunk: int, tau: int) -> list[tuple[int, int]]:
+    """``(t0, length)`` of the compiled scans covering ``[0, steps)``: ``chunk``-long, except that a segment ends at
+    the warm-up round ``τ`` (``0 < τ < steps``) so the warm-up fit can run between two scans.  At most two distinct
+    lengths (``chunk`` and ``τ mod chunk``), so at most two compilations."""
+    out: list[tuple[int, int]] = []
+    t0 = 0
+    if 0 < tau < steps:
+        while t0 + chunk <= tau:
+            out.append((t0, chunk))
+            t0 += chunk
+        if t0 < tau:
+            out.append((t0, tau - t0))
+            t0 = tau
+    while t0 < steps:
+        out.append((t0, chunk))
+        t0 += chunk
+    return out
 
 
 # ----------------------------------------------------------------------------------------------- Gymnasium loop
