@@ -378,6 +378,9 @@ def seed002_agents(*, num_actions: int, warmup_per_arm: int, dim: int = 470, sgd
               init_cov=4.0)
     return {
         "ekf_sub_svd": _agent("subspace_ekf-thompson", dict(init_cov=1e-4), **sub, **m),
+        # The reference code's observation noise: R = 0 plus 1e-3 jitter on S (seed-002 digest §7), instead of
+        # banditkit's agent default Gaussian(0.1) that every other agent here uses.
+        "ekf_sub_svd_r1e-3": _agent("subspace_ekf-thompson", dict(init_cov=1e-4), obs_noise=1e-3, **sub, **m),
         "ekf_sub_svd_diag": _agent("subspace_ekf-thompson", dict(init_cov=1e-4, covariance="diagonal"), **sub, **m),
         "ekf_sub_rnd": _agent("subspace_ekf-thompson", dict(init_cov=1e-4), subspace_dim=dim, warmup_steps=0, **m),
         "ekf_sub_rnd_diag": _agent("subspace_ekf-thompson", dict(init_cov=1e-4, covariance="diagonal"),
