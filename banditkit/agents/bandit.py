@@ -26,8 +26,9 @@ observations through it (seed 002 Alg. 2); other backends are updated online dur
 identity.  Without warm-up, ``subspace_ekf`` uses a random subspace through the initial weights.  The public ``act``
 does it automatically: with a concrete state by one jitted call, inside a trace by a ``lax.cond`` on the round
 counter (every round then carries the branch, and under ``vmap`` over seeds the batched predicate turns it into a
-select that runs the fit every round, so loops over many rounds should call ``warmup`` themselves).  The compiled
-runner does: it ends a scan segment at ``t = τ`` and calls ``warmup`` once between two segments.
+select that runs the fit every round, so loops over many rounds should call ``warmup`` themselves, with the key
+``fold_in(round key, WARMUP_KEY)``).  The compiled runner does so: it ends a scan segment at ``t = τ`` and calls
+``warmup`` once between two segments.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ from banditkit.posteriors.base import Posterior, as_obs
 
 Array = jax.Array
 PyTree = Any
+
+WARMUP_KEY = 0x5EED  # the warm-up fit's key is fold_in(round key at t = τ, WARMUP_KEY), in every loop
 
 
 class WarmupBuffer(NamedTuple):
@@ -266,7 +269,7 @@ class BanditAgent:
 
             check_finite("context", context, hint="clean or impute the context before act()")
         if self.warmup_steps > 0 and self.is_subspace:
-            k_warm = jax.random.fold_in(key, 0x5EED)
+            k_warm = jax.random.fold_in(key, WARMUP_KEY)
             if _is_traced((key, state, context)):
                 state = jax.lax.cond(
                     state.step == self.warmup_steps, lambda s: self.warmup(k_warm, s), lambda s: s, state

@@ -36,6 +36,8 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
+from banditkit.agents.bandit import WARMUP_KEY
+
 COLUMNS = [
     "agent",
     "seed",
@@ -47,7 +49,6 @@ COLUMNS = [
     "regret",
     "cumulative_regret",
 ]
-WARMUP_KEY = 0x5EED  # the agent's own warm-up key derivation (BanditAgent.act)
 
 
 # ------------------------------------------------------------------------------------------------------ inputs
@@ -193,7 +194,7 @@ def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink):
     segments = _segments(steps, chunk, tau)
     total = segments[-1][0] + segments[-1][1]
 
-    def per_step(a):  # pad the round axis to a whole number of chunks
+    def per_step(a):  # pad the round axis to the end of the last segment
         a = np.asarray(a)[:steps]
         return np.concatenate([a, np.repeat(a[-1:], total - steps, axis=0)]) if total > steps else a
 
