@@ -151,3 +151,65 @@ def test_sqrt_factor_update_is_block_joseph(x64, singular_r):
     )
     np.testing.assert_allclose(mu_new, mu + k @ eps, atol=1e-10)
     np.testing.assert_allclose(np.asarray(u_new).T @ np.asarray(u_new), joseph, atol=1e-9)
+
+
+@pytest.mark.parametrize("with_other", [False, True])
+def test_dense_block_update_is_block_joseph(x64, with_other):
+    rng = np.random.default_rng(6)
+    dim, c_y = 7, 2
+    a = rng.normal(size=(dim, dim))
+    sig = a @ a.T / dim + 0.1 * np.eye(dim)
+    lj = rng.normal(size=(c_y, dim))
+    r = np.diag([0.4, 0.1])
+    r_other = np.array([[0.3, 0.1], [0.1, 0.2]]) if with_other else np.zeros((c_y, c_y))
+    mu, eps = rng.normal(size=dim), rng.normal(size=c_y)
+    s = lj @ sig @ lj.T + r_other + r
+    k = sig @ lj.T @ np.linalg.inv(s)
+    a_kl = np.eye(dim) - k @ lj
+    joseph = a_kl @ sig @ a_kl.T + k @ r @ k.T
+    mu_new, sig_new = linalg.dense_block_update(
+        jnp.asarray(mu), jnp.asarray(sig), jnp.asarray(sig @ lj.T), jnp.asarray(s), jnp.asarray(r_other),
+        jnp.asarray(eps))
+    np.testing.assert_allclose(mu_new, mu + k @ eps, atol=1e-10)
+    np.testing.assert_allclose(sig_new, joseph, atol=1e-10)
+    np.testing.assert_allclose(sig_new, sig_new.T, atol=0)
+
+
+def _psd(rng, n, rank=None):
+    a = rng.normal(size=(n, rank or n))
+    return a @ a.T / n + (0.0 if rank else 0.05 * np.eye(n))
+
+
+def test_sample_factor_is_cholesky_for_spd(x64):
+    cov = _psd(np.random.default_rng(7), 6)
+    f = np.asarray(linalg.sample_factor(jnp.asarray(cov)))
+    np.testing.assert_allclose(f @ f.T, cov, atol=1e-12)
+    np.testing.assert_allclose(f, np.linalg.cholesky(cov), atol=1e-10)  # the Cholesky branch was taken
+
+
+def test_sample_factor_falls_back_to_eigen_root(x64):
+    # A symmetric matrix with a negative eigenvalue (round-off gone wrong): no Cholesky factor exists; the
+    # eigen root clips it, so f fᵀ is the PSD part.
+    rng = np.random.default_rng(8)
+    q, _ = np.linalg.qr(rng.normal(size=(5, 5)))
+    lam = np.array([-1e-3, 0.0, 0.5, 1.0, 2.0])
+    cov = q @ np.diag(lam) @ q.T
+    f = np.asarray(linalg.sample_factor(jnp.asarray(cov)))
+    assert np.all(np.isfinite(f))
+    np.testing.assert_allclose(f @ f.T, q @ np.diag(np.maximum(lam, 0)) @ q.T, atol=1e-10)
+
+
+def test_sample_factor_vmapped_batch(x64):
+    rng = np.random.default_rng(9)
+    good = np.stack([_psd(rng, 5) for _ in range(3)])
+    f = np.asarray(jax.jit(jax.vmap(linalg.sample_factor))(jnp.asarray(good)))
+    np.testing.assert_allclose(f, np.linalg.cholesky(good), atol=1e-10)
+    # One member without a Cholesky factor: the batch falls back together and every member is still a root.
+    bad = good.copy()
+    bad[1] = _psd(rng, 5, rank=2) - 1e-4 * np.eye(5)
+    f = np.asarray(jax.jit(jax.vmap(linalg.sample_factor))(jnp.asarray(bad)))
+    assert np.all(np.isfinite(f))
+    for i in (0, 2):
+        np.testing.assert_allclose(f[i] @ f[i].T, bad[i], atol=1e-10)
+    w, v = np.linalg.eigh(bad[1])
+    np.testing.assert_allclose(f[1] @ f[1].T, (v * np.maximum(w, 0)) @ v.T, atol=1e-10)

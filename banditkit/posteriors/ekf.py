@@ -7,7 +7,10 @@ Model: ``θ_t = γ θ_{t-1} + u_t``, ``u_t ~ N(0, q I)``; ``y_t ~ N(m(f(θ_t, x_
 predict:  ``μ ← γ μ``;  ``Σ ← γ² Σ + q I``
 update:   ``ŷ = m(f(μ, x))``, ``J = ∂ŷ/∂θ (C, P)``, ``S = J Σ Jᵀ + R (C, C)``, ``K = Σ Jᵀ S⁻¹ (P, C)``
           ``μ ← μ + K (y − ŷ)``;  ``Σ ← (I − K J) Σ (I − K J)ᵀ + K R Kᵀ``   (Joseph form: stays PSD)
-predictive: ``(ŷ(x), J Σ Jᵀ + R)``;   sample: ``θ = μ + L z``, ``L Lᵀ = Σ`` (eigen square root, PSD-safe).
+          computed multiplied out, ``Σ − KGᵀ − GKᵀ + K(S − R)Kᵀ`` with ``G = ΣJᵀ`` (``O(P² C)``, no ``P × P``
+          product; :func:`banditkit.linalg.dense_block_update`, shared with HiLoFi's dense last layer)
+predictive: ``(ŷ(x), J Σ Jᵀ + R)``;   sample: ``θ = μ + L z``, ``L Lᵀ = Σ`` (Cholesky, eigen square root where
+          that fails: :func:`banditkit.linalg.sample_factor`).
 """
 
 from __future__ import annotations
@@ -67,11 +70,8 @@ def ekf(
         y = as_obs(y, mu.dtype)
         yhat, j, r = linearize(_obs_fn(x), mu, likelihood)
         sj = sigma @ j.T  # (P, C)
-        s = linalg.symmetrize(j @ sj + r)
-        gain = linalg.solve_spd_factor(linalg.chol_upper(s), sj.T).T  # (P, C)
-        mu = mu + gain @ (y - yhat)
-        a = jnp.eye(mu.size, dtype=mu.dtype) - gain @ j
-        sigma = linalg.symmetrize(a @ sigma @ a.T + gain @ r @ gain.T)
+        s = j @ sj + r
+        mu, sigma = linalg.dense_block_update(mu, sigma, sj, s, jnp.zeros_like(s), y - yhat)
         return EKFState(mu, sigma)
 
     def predictive(state: EKFState, x: Array) -> tuple[Array, Array]:
@@ -79,9 +79,8 @@ def ekf(
         return yhat, linalg.symmetrize(j @ state.cov @ j.T + r)
 
     def sample(key: Array, state: EKFState):
-        evals, evecs = jnp.linalg.eigh(linalg.symmetrize(state.cov))
         z = jax.random.normal(key, state.mean.shape, state.mean.dtype)
-        return cell.space.unravel(state.mean + evecs @ (jnp.sqrt(jnp.maximum(evals, 0.0)) * z))
+        return cell.space.unravel(state.mean + linalg.sample_factor(state.cov) @ z)
 
     def mean(state: EKFState):
         return cell.space.unravel(state.mean)
