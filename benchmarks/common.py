@@ -159,6 +159,8 @@ def run_agents(env, agents: dict[str, Callable], steps: int, seeds: int | Sequen
         timing[name] = t
         frames.append(df)
         per_seed = df.groupby("seed")["reward"].sum()
+        if t.get("nonfinite"):
+            log(f"[{name}] WARNING: agent state non-finite for seeds {t['nonfinite']} (seed: by round)")
         log(f"[{name}] cum. reward {per_seed.mean():.1f} ± {se(per_seed):.1f}  compile {t['compile_s']:.1f}s  "
             f"run {t['run_s']:.1f}s  ({1e3 * t['per_step_s']:.2f} ms/step, all seeds)")
         sys.stdout.flush()
@@ -208,6 +210,9 @@ def per_seed(res: Result, reward_fn: Callable[[pd.DataFrame], pd.Series] | None 
     }).reset_index()
     for col in ("compile_s", "run_s", "per_step_s", "wall_s", "truncated"):
         out[col] = out["agent"].map(lambda a, c=col: res.timing[a].get(c, False))
+    # the round by which the runner's health check saw this seed's agent state non-finite (NaN = healthy)
+    out["nonfinite_by"] = [res.timing[a].get("nonfinite", {}).get(int(sd), np.nan)
+                           for a, sd in zip(out["agent"], out["seed"], strict=True)]
     return out
 
 
@@ -228,6 +233,7 @@ def summary(seeds_df: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
             compile_s=g["compile_s"].iloc[0], run_s=g["run_s"].iloc[0],
             ms_per_step=1e3 * g["per_step_s"].iloc[0],
             truncated=bool(g["truncated"].iloc[0]) if "truncated" in g else False,
+            nonfinite_seeds=int(g["nonfinite_by"].notna().sum()) if "nonfinite_by" in g else 0,
         ))
     return pd.DataFrame(rows).set_index("agent") if rows else pd.DataFrame()
 
@@ -239,6 +245,8 @@ def markdown_table(s: pd.DataFrame, reward_label: str = "cum. reward") -> str:
     for agent, r in s.iterrows():
         if r.get("truncated", False):
             agent = f"{agent} (truncated: stopped early)"
+        if r.get("nonfinite_seeds", 0):
+            agent = f"{agent} (**NaN/inf agent state in {int(r.nonfinite_seeds)} seed(s): not a valid result**)"
         lines.append(
             f"| {agent} | {int(r.seeds)} | {int(r.steps)} | {r.cum_reward:.1f} ± {r.cum_reward_se:.1f} | "
             f"{r.mean_reward:.4f} ± {r.mean_reward_se:.4f} | {r.late_reward:.4f} ± {r.late_reward_se:.4f} | "

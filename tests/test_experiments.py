@@ -233,3 +233,21 @@ def test_seeds_sharded_over_two_devices_give_the_same_runs(compiled_run):
     assert res["devices"] == 2
     np.testing.assert_array_equal(res["actions"], df["action"].to_numpy())
     np.testing.assert_allclose(res["regret"], df["cumulative_regret"].to_numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_healthy_compiled_run_reports_no_nonfinite_state(compiled_run):
+    df, _, _ = compiled_run
+    assert df.attrs["timing"]["ekf-ts"]["nonfinite"] == {}
+
+
+def test_compiled_run_warns_when_the_agent_state_goes_nonfinite():
+    """A diverging point estimate (plain SGD at lr 1e8) still picks arms (argmax of NaN scores), so its rewards would
+    pass for a result: the runner must say which seeds broke and by which round."""
+    import optax
+
+    agent = BanditAgent(MLP(features=(8,), out=3), "replay_sgd", "greedy",
+                        posterior_kwargs=dict(optimizer=optax.sgd(1e8), buffer_size=4, n_inner=5))
+    with pytest.warns(RuntimeWarning, match=r"non-finite.*seed\(s\) \[0, 1\]"):
+        df = run(ToyBandit(), agent, 30, [0, 1], compiled=True, chunk_size=10, name="diverges")
+    bad = df.attrs["timing"]["diverges"]["nonfinite"]
+    assert set(bad) == {0, 1} and all(r in (10, 20, 30) for r in bad.values())

@@ -136,6 +136,45 @@ def test_neural_linear_retraining_reduces_buffer_loss_and_refits_from_buffer(x64
     np.testing.assert_allclose([state.a, state.b], [a, b], rtol=1e-9)
 
 
+@pytest.mark.parametrize("obs_noise", [0.1, 1.0, 5.0])
+def test_neural_linear_body_is_fit_by_least_squares_whatever_obs_noise(x64, obs_noise):
+    """One plain-SGD retraining step moves (body, head) by −lr ∇ ½·mean (y − f)², independent of ``obs_noise``:
+    the NIG model learns σ² itself (a Gaussian(0.1) NLL would make the step 100× larger)."""
+    params = _params(jnp.float64)
+    ctx, onehot, ys = _stream(8, jnp.float64)
+    lr = 0.05
+    post = bk.posteriors.neural_linear(selected, Gaussian(obs_noise), train_every=8, n_train_steps=1, buffer_size=8,
+                                       optimizer=optax.sgd(lr), example_x=(ctx[0], onehot[0]))
+    state = post.init(params)
+    for t in range(8):
+        state = post.update(state, (ctx[t], onehot[t]), ys[t])
+    space = bk.posteriors.base.ParamSpace(params, "head")
+
+    def mse(hl):
+        f = jax.vmap(lambda c, o: selected(space.merge(*hl), (c, o)))(ctx, onehot)
+        return 0.5 * jnp.mean(jnp.sum((ys - f) ** 2, axis=-1))
+
+    h0, l0 = space.split(params)
+    gh, gl = jax.grad(mse)((h0, l0))
+    np.testing.assert_allclose(state.hidden, h0 - lr * gh, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(state.head_sgd, l0 - lr * gl, rtol=1e-10, atol=1e-12)
+
+
+def test_neural_linear_stays_finite_with_large_rewards_and_sgd_momentum():
+    """Seed 002's showdown settings on Mushroom-scale rewards (±35): sgd(0.05, momentum 0.9), 100 steps per
+    retraining.  With the obs-noise-scaled NLL the body went NaN at the first retraining."""
+    params = _params()
+    ctx, onehot, _ = _stream(200)
+    ys = jnp.where(ctx[:, :1] > 0, 5.0, -35.0)
+    post = bk.posteriors.neural_linear(selected, Gaussian(0.1), train_every=100, n_train_steps=100, buffer_size=20,
+                                       optimizer=optax.sgd(0.05, momentum=0.9), example_x=(ctx[0], onehot[0]))
+    state = _scan(post, post.init(params), ctx, onehot, ys)
+    assert int(state.step) == 200
+    for leaf in jax.tree_util.tree_leaves(state):
+        if jnp.issubdtype(jnp.asarray(leaf).dtype, jnp.floating):
+            assert bool(jnp.all(jnp.isfinite(leaf)))
+
+
 def test_neural_linear_vmaps_over_seeds_with_retraining():
     params = _params()
     ctx, onehot, ys = _stream(12)

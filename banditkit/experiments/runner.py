@@ -21,6 +21,12 @@ expected_reward, optimal_reward, regret, cumulative_regret`` with ``regret = opt
 pseudo-regret of the chosen arm).  Timing is kept out of the rows: ``df.attrs["timing"][agent]`` holds
 ``compile_s`` (tracing + XLA compilation), ``run_s`` (execution only) and ``per_step_s = run_s / steps`` (all seeds
 advance together), and ``df.attrs["mode"]``.
+
+Health check (compiled loop): after every scan segment one jitted reduction tells, per seed, whether every
+floating-point leaf of the agent state is finite.  A posterior that went NaN/inf still "acts" (``argmax`` of NaN
+scores is arm 0), so its rewards would pass for a result; instead the runner warns (``RuntimeWarning`` naming the
+seeds and the round by which it was seen) and records ``timing["nonfinite"] = {seed: round}`` (empty when healthy).
+``bk.debug.first_nonfinite`` then finds the exact step and field.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from __future__ import annotations
 import math
 import os
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -235,6 +242,7 @@ def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink):
 
     out = {} if per_seed is None else dict(out_shardings=per_seed)  # keep every seed-axis array sharded
     init_v = jax.jit(jax.vmap(init_one, in_axes=(0, ctx_axis)), **out)
+    finite_v = jax.jit(jax.vmap(state_is_finite))
 
     def segment_v(length):
         fn = lambda st, d, pool, t0: segment_one(st, d, pool, t0, length)
@@ -256,6 +264,7 @@ def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink):
     bar = _progress(steps, name, progress)
     offsets = np.zeros(n)
     run_s = 0.0
+    nonfinite: dict[int, int] = {}
     try:
         for t0, length in segments:
             tic = time.perf_counter()
@@ -265,6 +274,10 @@ def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink):
             out = jax.device_get(out)
             run_s += time.perf_counter() - tic
             keep = min(length, steps - t0)
+            healthy = np.asarray(finite_v(state))[:n]
+            for s, ok in zip(seeds, healthy, strict=True):
+                if not ok and int(s) not in nonfinite:
+                    nonfinite[int(s)] = t0 + keep
             a, r, e, o = (np.asarray(x)[:n, :keep] for x in out)
             df = _frame(name, seeds, a, r, e, o, offsets, start=t0)
             offsets = df.groupby("seed", sort=False)["cumulative_regret"].last().reindex(seeds).to_numpy()
@@ -275,6 +288,14 @@ def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink):
         if bar is not None:
             bar.close()
     devices = len(jax.tree_util.tree_leaves(state)[0].sharding.device_set)  # where the seeds ran
+    if nonfinite:
+        warnings.warn(
+            f"{name}: the agent state went non-finite (NaN/inf) for seed(s) {sorted(nonfinite)} (by round "
+            f"{min(nonfinite.values())}); its actions after that are meaningless.  Find the step and field with "
+            "bk.debug.first_nonfinite, and lower the learning rate / raise the observation noise or the jitter.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
     return dict(
         compile_s=compile_s,
         run_s=run_s,
@@ -283,7 +304,15 @@ def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink):
         seeds=n,
         mode="compiled",
         devices=devices,
+        nonfinite=nonfinite,
     )
+
+
+def state_is_finite(state) -> jax.Array:
+    """``True`` iff every floating-point leaf of ``state`` is finite (integer and key leaves are skipped)."""
+    leaves = jax.tree_util.tree_leaves(state)
+    flags = [jnp.all(jnp.isfinite(x)) for x in leaves if jnp.issubdtype(getattr(x, "dtype", jnp.int32), jnp.inexact)]
+    return jnp.all(jnp.stack(flags)) if flags else jnp.asarray(True)
 
 
 def _segments(steps: int, chunk: int, tau: int) -> list[tuple[int, int]]:

@@ -18,8 +18,8 @@ update(x, y): push ``(x, y)`` into the FIFO buffer (``buffer_size`` slots); ``st
         ``v = Sᵀφ``, ``s* = vᵀv + 1``, ``e = r − φᵀμ``  (``r = y_c − o_c``),
         ``μ ← μ + S v e / s*``,  ``S ← S − β (S v) vᵀ`` with ``β = 1/(√s* (√s* + 1))``,
         ``a ← a + ½``,  ``b ← b + ½ e² / s*``                                            O(D_ℓ² C) per update;
-  * else RETRAIN: ``n_train_steps`` optax steps on the buffer loss ``−mean log p(y_i | f(h, ℓ_sgd; x_i))`` over the
-    body and an SGD copy of the head ``ℓ_sgd`` (warm-started, optimiser state kept), then RECOMPUTE the
+  * else RETRAIN: ``n_train_steps`` optax steps on the least-squares buffer loss ``½·mean_i ‖y_i − f(h, ℓ_sgd; x_i)‖²``
+    over the body and an SGD copy of the head ``ℓ_sgd`` (warm-started, optimiser state kept), then RECOMPUTE the
     posterior from scratch from the buffer with the new features (Riquelme's Alg. 3, with limited memory:
     observations that have left the buffer are forgotten at this point; ``buffer_size ≥ T`` gives the
     unlimited-memory version): the prior updated with each buffered observation in turn by the step above
@@ -74,6 +74,9 @@ class NeuralLinearState(NamedTuple):
     key: Array
 
 
+_UNIT_GAUSSIAN = Gaussian(1.0)  # the body's training loss: −log N(y; f, I) = ½‖y − f‖² + const
+
+
 def neural_linear(
     apply_fn: ApplyFn,
     likelihood: Likelihood = Gaussian(1.0),
@@ -94,8 +97,9 @@ def neural_linear(
 
     Args:
       apply_fn: ``apply_fn(params, x) -> (C,)`` for one unbatched input (``x`` any pytree).
-      likelihood: must be ``Gaussian`` (the NIG model learns the noise variance itself; ``obs_noise`` only
-        scales the retraining loss).
+      likelihood: must be ``Gaussian``.  Its ``obs_noise`` is not used: the NIG model learns the noise variance,
+        and the body is retrained by least squares (``½·mean‖y − f‖²``, as in Riquelme et al.'s and seed 002's
+        code), so a plain-SGD learning rate means the same whatever ``obs_noise`` the agent was given.
       last_layer: path name of the last-layer submodule (the Bayesian block).
       buffer_size: FIFO capacity (seed 002 reference code: 20/50 "limited", ~5000 "unlimited").
       train_every: retrain the body every this many updates (``T_u = 100`` in the reference code).
@@ -163,7 +167,9 @@ def neural_linear(
 
     # ---- the body ---------------------------------------------------------------------------------------------
     def loss(hl, x, y, w):
-        return buffer_nll(apply_fn, likelihood, cell.space.merge(*hl), x, y, w)
+        # Least squares, ½·mean‖y − f‖²: the NIG model learns σ² itself, so the body's fit must not depend on
+        # the likelihood's fixed obs_noise (its NLL would scale plain-SGD steps by 1/obs_noise²: ×100 at 0.1).
+        return buffer_nll(apply_fn, _UNIT_GAUSSIAN, cell.space.merge(*hl), x, y, w)
 
     def train(h, ell, opt_state, buf, key, n_steps):
         def body(i, carry):
