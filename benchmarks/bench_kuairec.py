@@ -90,7 +90,8 @@ def _write(args, env, res, source: str, real: bool) -> None:
         daily_md = "\n".join(lines) + "\n"
         per_day.to_csv(os.path.join(args.out, "kuairec_daily.csv"), index=False)
     common.write_outputs(
-        res, args.out, "kuairec", title=f"KuaiRec bandit (seed 003 protocol) — {source}",
+        res, args.out, "kuairec", merge=args.merge,
+        title=f"KuaiRec bandit (seed 003 protocol) — {source}",
         protocol=f"{source}; {args.steps} rounds ({'shuffled' if args.shuffle else 'time order'}) × {args.seeds} "
                  "seeds (seeds differ in the network initialisation and the Thompson draws)",
         full_command="python benchmarks/bench_kuairec.py --data-dir <KuaiRec 2.0 data folder> --steps 200000 "

@@ -64,7 +64,8 @@ def _write_seed003(args, env, res) -> None:
                                            "still untrained, weigh more in the mean, so the floor is not assessed)"),
             assessed=bool(r.steps >= 40000 and name == "hilofi_ts")))
     common.write_outputs(
-        res, args.out, args.tag or "mnist_seed003", title="MNIST bandit, seed 003 protocol (LeNet5)",
+        res, args.out, args.tag or "mnist_seed003", merge=args.merge,
+        title="MNIST bandit, seed 003 protocol (LeNet5)",
         protocol=f"{args.steps} steps × {args.seeds} seeds, images drawn with replacement, LeNet5 (ELU)",
         full_command="python benchmarks/bench_mnist.py --protocol seed003 --steps 40000 --seeds 10",
         floors=floors, extra_md=common.references(env, args.steps, args.seeds),
@@ -123,7 +124,8 @@ def _write_seed002(args, env, res, mname: str) -> None:
                 f"best subspace {best_sub:.1f}, best neural-linear {best_nl:.1f}, linear {lin:.1f}"
                 + ("" if full else " (some agent ran fewer than 5000 steps: not assessed)"), assessed=full))
     common.write_outputs(
-        res, args.out, args.tag or f"mnist_seed002_{mname}", title=f"MNIST bandit, seed 002 protocol ({mname})",
+        res, args.out, args.tag or f"mnist_seed002_{mname}", merge=args.merge,
+        title=f"MNIST bandit, seed 002 protocol ({mname})",
         protocol=f"{args.steps} steps × {args.seeds} seeds, a random permutation of the training images, "
                  f"{mname}, Thompson sampling",
         full_command=f"python benchmarks/bench_mnist.py --protocol seed002 --models {mname} --steps 5000 "

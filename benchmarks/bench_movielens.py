@@ -53,7 +53,8 @@ def main(argv=None) -> None:
 def _write(args, env, res) -> None:
     u = env.unwrapped
     common.write_outputs(
-        res, args.out, "movielens", title="MovieLens-100k bandit (seed 002 protocol)",
+        res, args.out, "movielens", merge=args.merge,
+        title="MovieLens-100k bandit (seed 002 protocol)",
         protocol=f"{args.steps} steps × {args.seeds} seeds, rank {args.rank}, {args.num_movies} movies, "
                  f"MLP1 (50 hidden), Thompson sampling",
         full_command="python benchmarks/bench_movielens.py --steps 5000 --seeds 10",

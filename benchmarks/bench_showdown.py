@@ -75,7 +75,8 @@ def _write(args, ds: str, env, res) -> None:
         notes.append("Adult here is the showdown's 14-arm occupation task (seed 002's reference used the "
                      "2-class income label, majority 3776/5000), so the numbers are not comparable with Fig. 2.")
     common.write_outputs(
-        res, args.out, f"showdown_{ds.lower()}", title=f"Showdown {ds} (seed 002 protocol)",
+        res, args.out, f"showdown_{ds.lower()}", merge=args.merge,
+        title=f"Showdown {ds} (seed 002 protocol)",
         protocol=f"{args.steps} steps × {args.seeds} seeds, MLP1 (50 hidden), Thompson sampling",
         full_command=f"python benchmarks/bench_showdown.py --datasets {ds} --steps 5000 --seeds 10",
         notes=notes, extra_md=common.references(env, args.steps, args.seeds))

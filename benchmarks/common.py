@@ -43,6 +43,9 @@ def parser(description: str, *, steps: int, seeds: int) -> argparse.ArgumentPars
                    help="run-time cap per agent (s, counted from the end of its first chunk, so compilation is "
                         "excluded): an agent past it is stopped at the end of the current chunk and reported with the "
                         "rounds it finished (marked 'truncated')")
+    p.add_argument("--merge", action="store_true",
+                   help="keep the agents of the existing table that this run does not re-run (their rows in "
+                        "TAG_seeds.csv and TAG_curve.csv and their command); the agents run now replace their old rows")
     p.add_argument("--chunk", type=int, default=None,
                    help="rounds per compiled chunk (default max(25, steps // 40)); the time cap and SIGUSR1 act "
                         "at chunk ends, so a smaller chunk stops a slow agent sooner")
@@ -317,20 +320,41 @@ class Floor:
 def write_outputs(res: Result, out: str, tag: str, *, title: str, protocol: str, full_command: str,
                   notes: Sequence[str] = (), floors: Sequence[Floor] = (), order: Sequence[str] | None = None,
                   reward_fn: Callable[[pd.DataFrame], pd.Series] | None = None, reward_label: str = "cum. reward",
-                  extra_md: str = "") -> pd.DataFrame:
-    """Write ``TAG_seeds.csv``, ``TAG_curve.csv``, ``TAG.md`` and ``TAG_regret.png`` into ``out``; the summary."""
+                  extra_md: str = "", merge: bool = False) -> pd.DataFrame:
+    """Write ``TAG_seeds.csv``, ``TAG_curve.csv``, ``TAG.md`` and ``TAG_regret.png`` into ``out``; the summary.
+
+    ``merge=True`` (the scripts' ``--merge``): the agents of an existing ``TAG_seeds.csv`` / ``TAG_curve.csv`` that
+    this run did not run are kept (in their order, this run's agents replacing theirs in place, new ones last), the
+    earlier commands and machine lines are carried into ``TAG.md``, and the plot is drawn from the merged curve."""
     seeds_df = per_seed(res, reward_fn)
     order = list(order) if order is not None else list(res.timing)
+    cur = curve(res)
+    seeds_path, curve_path = os.path.join(out, f"{tag}_seeds.csv"), os.path.join(out, f"{tag}_curve.csv")
+    commands = [f"`{command_line()}`"]
+    machines = [machine()]
+    merged = merge and os.path.exists(seeds_path) and os.path.exists(curve_path)
+    if merged:
+        seeds_df, cur, order, old_cmds, old_machines = _merge_previous(out, tag, seeds_df, cur, order)
+        commands = old_cmds + [f"{commands[0]} (with `--merge`: re-ran {', '.join(sorted(set(res.timing)))})"]
+        machines = old_machines + machines
     s = summary(seeds_df, order) if not seeds_df.empty else pd.DataFrame()
     if not seeds_df.empty:
-        seeds_df.to_csv(os.path.join(out, f"{tag}_seeds.csv"), index=False)
-        curve(res).to_csv(os.path.join(out, f"{tag}_curve.csv"), index=False)
-        bk.plotting.plot_regret(res.frame, os.path.join(out, f"{tag}_regret.png"), title=title)
+        seeds_df.to_csv(seeds_path, index=False)
+        cur.to_csv(curve_path, index=False)
+        png = os.path.join(out, f"{tag}_regret.png")
+        if merged:
+            plot_curve(cur, png, title=title)
+        else:
+            bk.plotting.plot_regret(res.frame, png, title=title)
         import matplotlib.pyplot as plt
 
         plt.close("all")
-    md = [f"# {title}", "", f"**Protocol run:** {protocol}", "", f"**Command (this table):** `{command_line()}`", "",
-          f"**Full protocol:** `{full_command}`", "", f"**Machine:** {machine()}", ""]
+    cmd_md = (f"**Command (this table):** {commands[0]}" if len(commands) == 1 else
+              "**Commands (this table, in order):**\n\n" + "\n".join(f"- {c}" for c in commands))
+    mach_md = (f"**Machine:** {machines[0]}" if len(machines) == 1 else
+               "**Machines (per command above):**\n\n" + "\n".join(f"- {m}" for m in machines))
+    md = [f"# {title}", "", f"**Protocol run:** {protocol}", "", cmd_md, "",
+          f"**Full protocol:** `{full_command}`", "", mach_md, ""]
     md += ["Mean ± standard error over seeds. `compile s` = tracing + XLA compilation (once per agent); "
            "`run s` = execution only, all seeds together (vmapped); `ms / step` = run s / steps.", ""]
     md.append(markdown_table(s, reward_label) if not s.empty else "_no agent finished_\n")
@@ -347,6 +371,67 @@ def write_outputs(res: Result, out: str, tag: str, *, title: str, protocol: str,
     with open(os.path.join(out, f"{tag}.md"), "w") as fh:
         fh.write("\n".join(md) + "\n")
     return s
+
+
+def _merge_previous(out: str, tag: str, seeds_df: pd.DataFrame, cur: pd.DataFrame, order: list[str]):
+    """The existing table's agents not re-run now, merged with this run's (see ``write_outputs(merge=True)``)."""
+    old_seeds = pd.read_csv(os.path.join(out, f"{tag}_seeds.csv"))
+    old_curve = pd.read_csv(os.path.join(out, f"{tag}_curve.csv"))
+    new = set(seeds_df["agent"]) if not seeds_df.empty else set()
+    merged_order = list(dict.fromkeys(old_seeds["agent"]))
+    merged_order += [a for a in order if a not in merged_order]
+    seeds_df = pd.concat([old_seeds[~old_seeds["agent"].isin(new)], seeds_df], ignore_index=True)
+    cur = pd.concat([old_curve[~old_curve["agent"].isin(new)], cur], ignore_index=True)
+    rank = {a: i for i, a in enumerate(merged_order)}
+    seeds_df = seeds_df.sort_values("agent", key=lambda c: c.map(rank), kind="stable").reset_index(drop=True)
+    cur = cur.sort_values("agent", key=lambda c: c.map(rank), kind="stable").reset_index(drop=True)
+    if "nonfinite_by" not in seeds_df:
+        seeds_df["nonfinite_by"] = np.nan
+    cmds, machines = [], []
+    md_path = os.path.join(out, f"{tag}.md")
+    if os.path.exists(md_path):
+        lines = open(md_path).read().splitlines()
+        for i, line in enumerate(lines):
+            if line.startswith("**Command (this table):**"):
+                cmds.append(line.split(":**", 1)[1].strip())
+            elif line.startswith("**Machine:**"):
+                machines.append(line.split(":**", 1)[1].strip())
+            elif line.startswith(("**Commands (this table", "**Machines (per command")):
+                block = cmds if line.startswith("**Commands") else machines
+                for item in lines[i + 2:]:
+                    if not item.startswith("- "):
+                        break
+                    block.append(item[2:])
+    if len(machines) == len(cmds):  # drop this command's own earlier write (tables are rewritten after each agent)
+        pairs = [(c, m) for c, m in zip(cmds, machines, strict=True) if not c.startswith(f"`{command_line()}`")]
+        cmds, machines = [c for c, _ in pairs], [m for _, m in pairs]
+    return seeds_df, cur, merged_order, cmds, machines
+
+
+def plot_curve(cur: pd.DataFrame, path: str, *, title: str) -> None:
+    """Cumulative regret, mean ± s.e. over seeds, from a ``TAG_curve.csv`` frame (used for merged tables)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=150)
+    for agent, g in cur.groupby("agent", sort=False):
+        x = g["step"].to_numpy() + 1
+        (line,) = ax.plot(x, g["cum_regret"].to_numpy(), lw=1.8, label=agent)
+        ax.fill_between(x, g["cum_regret"] - g["cum_regret_se"], g["cum_regret"] + g["cum_regret_se"],
+                        color=line.get_color(), alpha=0.2, lw=0)
+    seeds = sorted(set(cur["n"]))
+    ax.set_title(f"{title} (mean ± s.e. over {'/'.join(map(str, seeds))} seeds)", fontsize=11)
+    ax.set_xlabel("step")
+    ax.set_ylabel("cumulative regret")
+    ax.grid(True, alpha=0.3)
+    ax.legend(frameon=False, fontsize=8)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=150, bbox_inches="tight")
+    plt.close(fig)
 
 
 # ------------------------------------------------------------------------------------------------ agent sets
