@@ -16,7 +16,8 @@ output, float32), the protocol of ``shared/research/anchor-speed-reference.md``:
 
 Configurations: ``LeNet5(out=1)`` (P = 60,941) at ranks ``--lenet-ranks`` (default 10 and 50) and MLPs on 10
 inputs with about 10k, 100k, 300k and 1M parameters at rank 10.  Backends: the rank-based ones (hilofi, lolofi,
-lrkf, lofi, subspace_ekf) at every rank, the others once per model; ``ekf`` only up to ``--ekf-max-params``.
+lrkf, lofi, subspace_ekf; ``hilofi_q1e-6`` = HiLoFi with q = 1e-6) at every rank, the others once per model;
+``ekf`` only up to ``--ekf-max-params``.
 
 Usage::
 
@@ -47,10 +48,12 @@ from banditkit.likelihoods import Gaussian
 from banditkit.models.nets import MLP, LeNet5
 
 DEFAULT_BACKENDS = [
-    "hilofi", "lolofi", "lrkf", "lofi", "diag_ekf", "subspace_ekf", "kalman_last_layer", "replay_sgd",
+    "hilofi", "hilofi_q1e-6", "lolofi", "lrkf", "lofi", "diag_ekf", "subspace_ekf", "kalman_last_layer", "replay_sgd",
     "neural_linear", "ekf",
 ]  # fmt: skip
-RANKED = {"hilofi", "lolofi", "lrkf", "lofi", "subspace_ekf", "bong"}
+RANKED = {"hilofi", "hilofi_q1e-6", "lolofi", "lrkf", "lofi", "subspace_ekf", "bong"}
+# ``hilofi_qQ``: HiLoFi with dynamics_cov = Q on both blocks (the paper's MNIST agent: 1e-6); with q_ℓ > 0 its
+# default last_cov="auto" keeps the last layer as a dense covariance (O(D_ℓ²) time update), unlike q = 0's square root
 MLP_SIZES = {"mlp10k": (96, 96), "mlp100k": (310, 310), "mlp300k": (540, 540), "mlp1m": (1000, 1000)}
 
 
@@ -140,9 +143,11 @@ def make_backend(name: str, model, params, rank: int, x0, num_params: int):
 
         basis, offset = subspace_random(jax.random.PRNGKey(3), params, rank)
         return subspace_ekf(model.apply, Gaussian(0.1), basis=basis, offset=offset)
+    kw = {}
+    if name.startswith("hilofi_q"):
+        name, kw["dynamics_cov"] = "hilofi", float(name[len("hilofi_q"):])
     factory = bk.posteriors.get(name)
     sig = inspect.signature(factory).parameters
-    kw = {}
     if "rank" in sig:
         kw["rank"] = rank
     if "rank_last" in sig and name == "lolofi":
@@ -200,7 +205,7 @@ def run(args, on_config=None) -> list[dict]:
         config_rows = []
         for b in backends:
             row = dict(config=cname, params=num_params, rank=rank, backend=b)
-            if b not in have:
+            if b.split("_q")[0] not in have:
                 continue
             if b not in RANKED and not first_rank:
                 continue  # rank-independent: timed once per model
