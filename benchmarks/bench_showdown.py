@@ -96,8 +96,21 @@ def write_overview(out: str) -> None:
         df = pd.read_csv(path)
         s = common.summary(df, list(dict.fromkeys(df["agent"])))
         for agent, r in s.iterrows():
+            if r.get("nonfinite_seeds", 0):
+                agent = f"{agent} (**NaN/inf state in {int(r.nonfinite_seeds)} seed(s): not valid**)"
             lines.append(f"| {ds} | {agent} | {int(r.seeds)} | {int(r.steps)} | "
                          f"{r.cum_reward:.1f} ± {r.cum_reward_se:.1f} | {r.run_s:.1f} | {r.compile_s:.1f} |")
+    lines += ["", "**Notes:**", "",
+              "- Seed 002's reference notebook (2 trials, CPU; not the paper's figure) on Shuttle: EKF-Sub-SVD "
+              "4731 ± 116, EKF-Sub-RND 4846.5 (random subspace around the warm-up fit, unlike ours), linear "
+              "4413.5, NL-unlimited 4089, NL-limited 3840, EKF-Orig-Diag 3915.  The paper calls the tables "
+              "\"too simple to be a reliable way of measuring performance differences\"; Mushroom is not in it.",
+              "- neural_linear rows were re-run after commit 276f66b (the body is fit by least squares; before, the "
+              "obs-noise-scaled NLL made plain SGD take 100× steps and the body went NaN at the first retraining on "
+              "Mushroom).  `neural_linear_lim` on Shuttle still diverges in one seed: its 20-point buffer holds a "
+              "context with |x| = 56 and sgd(0.05, momentum 0.9), the reference's setting, blows up within 8 steps.",
+              "- A row marked NaN/inf: the runner's health check saw that agent's state go non-finite; after that "
+              "its actions are argmax(NaN) = arm 0, so its reward is not a result."]
     with open(os.path.join(out, "showdown.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
 
