@@ -133,7 +133,12 @@ class BayesOpt:
       obs_noise: observation-noise variance of the Gaussian likelihood, on the standardised scale.
       features: hidden widths of the default MLP.
       n_candidates: size of the fixed Sobol candidate set the acquisition is scored on.
-      n_starts, refine_steps, step_size: projected-gradient refinement from the best ``n_starts`` candidates.
+      n_starts, refine_steps, step_size: projected-gradient refinement from the best ``n_starts`` candidates:
+        ``refine_steps`` normalised steps whose L2 length decays linearly from ``step_size``.  The defaults move a
+        point by at most ≈ 0.28 in the unit cube, right for low ``d``; in high dimension (the cube's diagonal is
+        √d) scale ``step_size`` with √d and raise ``refine_steps`` (the DrawNN-50/200 benchmarks use
+        ``step_size = 0.05·√d`` and 100 steps), or an acquisition's maximiser far from the candidates stays
+        out of reach.
       xi: improvement margin of EI / PI (standardised units).  beta: UCB width ``μ + β σ``.
       min_distance: a suggestion closer than this (max-norm in the unit cube) to an evaluated or pending point is
         replaced by the best-scoring candidate that is not (re-evaluating a point teaches a deterministic
