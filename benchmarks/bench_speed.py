@@ -311,32 +311,41 @@ def write_outputs(rows: list[dict], out: str, args) -> None:
 
 
 def _plot(df, path: str) -> None:
+    """Left: time vs P at rank 10 over the MLP sweep (LeNet5 is a CNN of another shape, so it is left out of the
+    line); right: time vs rank on LeNet5.  Each backend keeps one colour and marker in both panels."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     ok = df[df["step_ms"].notna()]
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
-    r10 = ok[ok["rank"] == 10]
+    names = sorted(ok["backend"].unique())
+    colours = plt.get_cmap("tab20")(np.linspace(0, 1, 20))
+    style = {b: dict(color=colours[(2 * i) % 20 if i < 10 else (2 * i + 1) % 20], marker="osD^v<>ph*X"[i % 11])
+             for i, b in enumerate(names)}
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.6))
+    r10 = ok[(ok["rank"] == 10) & ok["config"].str.startswith("mlp")]
     for b, g in r10.groupby("backend"):
         g = g.sort_values("params")
-        a1.plot(g["params"], g["step_ms"], "o-", label=b)
+        a1.plot(g["params"], g["step_ms"], "-", ms=5, label=b, **style[b])
     fl = r10.drop_duplicates("config").sort_values("params")
     if len(fl):
         a1.plot(fl["params"], fl["floor_ms"], "k--", lw=2, label="floor")
-    a1.set(xscale="log", yscale="log", xlabel="parameters P", ylabel="ms per predict+update", title="rank 10")
+    a1.set(xscale="log", yscale="log", xlabel="parameters P (MLPs on 10 inputs)", ylabel="ms per predict+update",
+           title="rank 10: time vs P (linear in P = slope 1)")
+    a1.grid(True, which="both", alpha=0.2)
     if a1.get_legend_handles_labels()[0]:
-        a1.legend(fontsize=7)
+        a1.legend(fontsize=7, ncol=2)
     le = ok[ok["config"] == "lenet"]
     for b, g in le.groupby("backend"):
         g = g.sort_values("rank")
         if g["rank"].nunique() > 1:
-            a2.plot(g["rank"], g["step_ms"], "o-", label=b)
+            a2.plot(g["rank"], g["step_ms"], "-", ms=5, label=b, **style[b])
     fl = le.drop_duplicates("rank").sort_values("rank")
     if len(fl):
         a2.plot(fl["rank"], fl["floor_ms"], "k--", lw=2, label="floor")
-    a2.set(xlabel="rank", ylabel="ms per predict+update", title="LeNet5 (P = 60,941)", yscale="log")
+    a2.set(xlabel="rank", ylabel="ms per predict+update", title="LeNet5 (P = 60,941): time vs rank", yscale="log")
+    a2.grid(True, which="both", alpha=0.2)
     if a2.get_legend_handles_labels()[0]:
         a2.legend(fontsize=7)
     fig.tight_layout()
