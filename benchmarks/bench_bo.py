@@ -267,6 +267,14 @@ def time_vs_n(methods: list[str], ns: list[int], out: str, clock: CompileClock, 
 
 
 # ------------------------------------------------------------------------------------------------------ report
+def _commands_md(command: str) -> str:
+    """``command``: the run's command line, or several (one per line: a first run, then its ``--append`` runs)."""
+    cmds = [c for c in command.splitlines() if c.strip()]
+    if len(cmds) == 1:
+        return f"**Command (this table):** `{cmds[0]}`"
+    return "**Commands (this table, in order; `--append` runs add rows):**\n\n" + "\n".join(f"- `{c}`" for c in cmds)
+
+
 def report(out: str, command: str, not_run: dict[str, str]) -> None:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from common import machine, se
@@ -278,7 +286,7 @@ def report(out: str, command: str, not_run: dict[str, str]) -> None:
     g = runs.groupby(["task", "method"])["final_regret"]
     mean, err, cnt = g.mean(), g.agg(se), g.count()
     lines = ["# BO suite (seed 003 §12): final simple regret, mean ± s.e. over seeds (lower is better)", "",
-             f"**Command (this table):** `{command}`", "", f"**Full protocol:** `{FULL_COMMAND}`", "",
+             _commands_md(command), "", f"**Full protocol:** `{FULL_COMMAND}`", "",
              f"**Machine:** {machine()}", "",
              "Protocol: minimise f on [0,1]^d; d uniform warm-up points from `default_rng(seed)` shared by all "
              "methods, then the budget; regret = min f over warm-up + budget − f_min.  banditkit methods use "
@@ -430,8 +438,10 @@ def main(argv: list[str] | None = None) -> None:
                 command = fh.read().strip()
         report(args.out, command, not_run)
         return
-    with open(cmd_path, "w") as fh:
+    with open(cmd_path, "a" if args.append else "w") as fh:  # --append: this run's command joins the earlier ones
         fh.write(command + "\n")
+    with open(cmd_path) as fh:
+        command = fh.read().strip()
     runs_path, iters_path = os.path.join(args.out, "bo_runs.csv"), os.path.join(args.out, "bo_iters.csv")
     done = set()
     if args.append and os.path.exists(runs_path):
