@@ -49,7 +49,8 @@ TASKS = {  # name: (function, dim, budget)
 REFINE = {"drawnn": dict(refine_steps=100, step_per_coordinate=0.05)}
 SMALL_TASKS = ["branin", "hartmann6", "ackley2", "ackley5", "ackley10"]
 OURS = ["hilofi_ts", "lrkf_ts", "lofi_ts", "hilofi_ei", "lrkf_ei", "lofi_ei", "gp_ei", "gp_ts", "gp20_ei",
-        "online_vbll_ts", "last_layer_laplace_ts"]  # the last two: seed 003's replay-buffer baselines
+        "online_vbll_ts", "last_layer_laplace_ts",  # these two: seed 003's replay-buffer baselines
+        "hilofi_ts_grad"]  # not seed 003's protocol: HiLoFi-TS with the DrawNN gradient maximisation on every task
 PEERS = ["botorch", "tpe", "random"]
 METHODS = OURS + PEERS
 FULL_COMMAND = ("python benchmarks/bench_bo.py --tasks " + ",".join(TASKS) + " --seeds 10 --methods "
@@ -79,13 +80,14 @@ class CompileClock:
 def run_banditkit(method: str, f, warm: np.ndarray, budget: int, seed: int, clock: CompileClock, cfg: dict):
     import banditkit as bk
 
-    sur, acq = method.rsplit("_", 1)
+    grad = method.endswith("_grad")
+    sur, acq = method.removesuffix("_grad").rsplit("_", 1)
     kw = {}
     if sur == "gp20":
         sur, kw = "gp", dict(surrogate_kwargs=dict(buffer_size=20))
     acq = {"ts": "thompson", "ei": "ei"}[acq]
     d = warm.shape[1]
-    refine = cfg.get("refine")
+    refine = REFINE["drawnn"] if grad else cfg.get("refine")
     if refine:
         kw.update(refine_steps=refine["refine_steps"], step_size=refine["step_per_coordinate"] * float(np.sqrt(d)))
     clock.take()
