@@ -352,10 +352,15 @@ def _plots(out: str, runs: pd.DataFrame, iters: pd.DataFrame, tasks: list[str], 
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     cols = min(len(tasks), 3)
     rows = int(np.ceil(len(tasks) / cols))
     fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.6 * rows), squeeze=False)
+    palette = plt.get_cmap("tab20")(np.linspace(0, 1, 20))
+    # one colour and line style per method in every panel (peers dashed), and one legend for all methods
+    style = {m: dict(color=palette[(2 * i) % 20 if i < 10 else (2 * i + 1) % 20], ls="--" if m in PEERS else "-")
+             for i, m in enumerate(methods)}
     for ax, t in zip(axes.ravel(), tasks, strict=False):
         for m in methods:
             d = iters[(iters.task == t) & (iters.method == m)]
@@ -364,17 +369,16 @@ def _plots(out: str, runs: pd.DataFrame, iters: pd.DataFrame, tasks: list[str], 
             piv = d.pivot_table(index="iter", columns="seed", values="regret")
             mu = piv.mean(axis=1)
             s = piv.std(axis=1, ddof=1) / np.sqrt(piv.shape[1]) if piv.shape[1] > 1 else 0 * mu
-            ls = "--" if m in PEERS else "-"
-            ax.plot(mu.index, mu.values, ls, label=m)
-            ax.fill_between(mu.index, mu - s, mu + s, alpha=0.15)
+            ax.plot(mu.index, mu.values, label=m, lw=1.6, **style[m])
+            ax.fill_between(mu.index, mu - s, mu + s, alpha=0.12, color=style[m]["color"])
         ax.set_yscale("log")
         ax.set_title(t)
         ax.set_xlabel("iteration (after warm-up)")
         ax.set_ylabel("best simple regret")
     for ax in axes.ravel()[len(tasks):]:
         ax.axis("off")
-    handles, labels = axes.ravel()[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=8)
+    handles = [Line2D([], [], lw=1.6, **style[m]) for m in methods]
+    fig.legend(handles, methods, loc="lower center", ncol=min(len(methods), 6), fontsize=8)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
     fig.savefig(os.path.join(out, "bo_curves.png"), dpi=110)
     plt.close(fig)
