@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from banditkit.agents.bandit import WARMUP_KEY
+from banditkit.debug import _finite_flags
 
 COLUMNS = [
     "agent",
@@ -310,8 +311,7 @@ def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink):
 
 def state_is_finite(state) -> jax.Array:
     """``True`` iff every floating-point leaf of ``state`` is finite (integer and key leaves are skipped)."""
-    leaves = jax.tree_util.tree_leaves(state)
-    flags = [jnp.all(jnp.isfinite(x)) for x in leaves if jnp.issubdtype(getattr(x, "dtype", jnp.int32), jnp.inexact)]
+    flags = _finite_flags(state)
     return jnp.all(jnp.stack(flags)) if flags else jnp.asarray(True)
 
 
