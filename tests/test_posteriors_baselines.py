@@ -175,6 +175,39 @@ def test_neural_linear_stays_finite_with_large_rewards_and_sgd_momentum():
             assert bool(jnp.all(jnp.isfinite(leaf)))
 
 
+@pytest.mark.parametrize("lr, diverges", [(50.0, True), (1e-3, False)])
+def test_neural_linear_discards_a_diverging_retraining(x64, lr, diverges):
+    """Plain SGD on an outlier context (|x| ≈ 56, as in Shuttle) blows the body up; that retraining is discarded:
+    body, SGD head and optimiser state keep their values, ``rejected`` counts it, and the posterior is the exact
+    NIG of the buffer with the previous features.  A tame learning rate is not rejected (the guard is not a no-op
+    in either direction)."""
+    params = _params(jnp.float64)
+    ctx, onehot, ys = _stream(10, jnp.float64)
+    ctx = ctx.at[3].set(jnp.array([56.0, -40.0]))
+    post = bk.posteriors.neural_linear(selected, Gaussian(0.1), train_every=10, n_train_steps=30, buffer_size=10,
+                                       optimizer=optax.sgd(lr, momentum=0.9), example_x=(ctx[0], onehot[0]))
+    state = _scan(post, post.init(params), ctx, onehot, ys)
+    h0, l0 = bk.posteriors.base.ParamSpace(params, "head").split(params)
+    assert int(state.step) == 10 and int(state.rejected) == int(diverges)
+    for leaf in jax.tree_util.tree_leaves(state):
+        assert bool(jnp.all(jnp.isfinite(leaf)))
+    if diverges:
+        np.testing.assert_array_equal(state.hidden, h0)
+        np.testing.assert_array_equal(state.head_sgd, l0)
+        kept = post.init(params).opt_state
+        for a, b in zip(jax.tree_util.tree_leaves(state.opt_state), jax.tree_util.tree_leaves(kept), strict=True):
+            np.testing.assert_array_equal(a, b)
+        features = params
+    else:
+        assert not np.allclose(state.hidden, h0)
+        features = bk.posteriors.base.ParamSpace(params, "head").merge(state.hidden, state.head_sgd)
+    x = _design_rows(features, ctx, onehot)
+    mu, cov, a, b = nig_oracle(x, np.asarray(ys[:, 0]), init_cov=4.0, a0=6.0, b0=6.0)
+    np.testing.assert_allclose(state.mean_last, mu, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(np.asarray(state.cov_sqrt) @ np.asarray(state.cov_sqrt).T, cov, rtol=1e-7, atol=1e-10)
+    np.testing.assert_allclose([state.a, state.b], [a, b], rtol=1e-8)
+
+
 def test_neural_linear_vmaps_over_seeds_with_retraining():
     params = _params()
     ctx, onehot, ys = _stream(12)

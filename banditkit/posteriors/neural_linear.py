@@ -24,6 +24,9 @@ update(x, y): push ``(x, y)`` into the FIFO buffer (``buffer_size`` slots); ``st
     observations that have left the buffer are forgotten at this point; ``buffer_size ≥ T`` gives the
     unlimited-memory version): the prior updated with each buffered observation in turn by the step above
     (exactly the batch posterior of seed 002 eqs. 17–20 with ``μ_0 = 0``; O(B·C·D_ℓ²), no factorisation).
+  A retraining whose weights come out non-finite (plain SGD on an outlier context can diverge in a few steps)
+  is discarded: the body, the SGD head and the optimiser state keep their previous values, the posterior is
+  recomputed with the previous features, and ``state.rejected`` counts such retrainings.
   The branch is chosen with dynamic trip counts (``lax.fori_loop(0, n, …)`` with ``n = n_train_steps`` or 0 for
   the optimiser, ``n = #buffer`` or 0 for the recomputation) instead of ``lax.cond``: under ``vmap`` over seeds a
   ``cond`` becomes a ``select`` that would pay for the retraining at every step.
@@ -72,6 +75,7 @@ class NeuralLinearState(NamedTuple):
     buffer: FifoBuffer
     step: Array  # () int32, updates so far
     key: Array
+    rejected: Array  # () int32, retrainings discarded because the optimiser left the finite numbers
 
 
 _UNIT_GAUSSIAN = Gaussian(1.0)  # the body's training loss: −log N(y; f, I) = ½‖y − f‖² + const
@@ -191,7 +195,8 @@ def neural_linear(
         y0 = jnp.zeros(out.shape if out.shape else (1,), h.dtype)
         mu, sq, a, b = prior_posterior(h.dtype)  # μ = 0, S = √init_cov I, a = a0, b = b0
         return NeuralLinearState(h, ell, optimizer.init((h, ell)), mu, sq, a, b,
-                                 fifo_init(x0, y0, buffer_size), jnp.zeros((), jnp.int32), as_key(key))
+                                 fifo_init(x0, y0, buffer_size), jnp.zeros((), jnp.int32), as_key(key),
+                                 jnp.zeros((), jnp.int32))
 
     def predict(state: NeuralLinearState) -> NeuralLinearState:
         return state
@@ -207,7 +212,12 @@ def neural_linear(
         retrain = step % train_every == 0
         key, sub = jax.random.split(state.key)
         n_sgd = jnp.where(retrain, n_train_steps, 0)
-        h, ell, opt_state = train(state.hidden, state.head_sgd, state.opt_state, buf, sub, n_sgd)
+        trained = train(state.hidden, state.head_sgd, state.opt_state, buf, sub, n_sgd)
+        # a retraining that diverged (NaN/inf weights) is discarded: body, head and optimiser state are kept
+        ok = jnp.all(jnp.isfinite(trained[0])) & jnp.all(jnp.isfinite(trained[1]))
+        h, ell, opt_state = jax.tree_util.tree_map(lambda n, o: jnp.where(ok, n, o), trained,
+                                                   (state.hidden, state.head_sgd, state.opt_state))
+        rejected = state.rejected + (retrain & ~ok).astype(jnp.int32)
         # retraining step: posterior recomputed from the buffer (a zero-trip loop on the other steps)
         current = (state.mean_last, state.cov_sqrt, state.a, state.b)
         size = buf.y.shape[0]
@@ -217,7 +227,7 @@ def neural_linear(
         for c in range(phi.shape[0]):
             incremental = add_row(incremental, phi[c], y[c] - off[c])
         mu, sq, a, b = jax.tree_util.tree_map(lambda r, i: jnp.where(retrain, r, i), refit, incremental)
-        return NeuralLinearState(h, ell, opt_state, mu, sq, a, b, buf, step, key)
+        return NeuralLinearState(h, ell, opt_state, mu, sq, a, b, buf, step, key, rejected)
 
     def predictive(state: NeuralLinearState, x) -> tuple[Array, Array]:
         phi, off = design(state.hidden, x)
