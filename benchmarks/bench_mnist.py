@@ -26,6 +26,7 @@ import sys
 import time
 
 import gymnasium as gym
+import pandas as pd
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -47,11 +48,11 @@ def _seed003(args) -> None:
     write(res)
 
 
-def _write_seed003(args, env, res) -> None:
-    s = common.summary(common.per_seed(res), list(res.timing)) if res.timing else None
+def _floors_seed003(s: pd.DataFrame) -> list[common.Floor]:
+    """Issue 5's seed-003 floor, judged on the (merged) summary ``s``."""
     floors = []
     for name in ("hilofi_ts", "hilofi_ts_qlast0"):
-        if s is None or name not in s.index:
+        if name not in s.index:
             continue
         r = s.loc[name]
         variant = "" if name == "hilofi_ts" else " — variant with q_ℓ = 0, not the paper's agent"
@@ -63,12 +64,16 @@ def _write_seed003(args, env, res) -> None:
             + ("" if r.steps >= 40000 else " (fewer steps than the protocol: the early rounds, where the network is "
                                            "still untrained, weigh more in the mean, so the floor is not assessed)"),
             assessed=bool(r.steps >= 40000 and name == "hilofi_ts")))
+    return floors
+
+
+def _write_seed003(args, env, res) -> None:
     common.write_outputs(
         res, args.out, args.tag or "mnist_seed003", merge=args.merge,
         title="MNIST bandit, seed 003 protocol (LeNet5)",
         protocol=f"{args.steps} steps × {args.seeds} seeds, images drawn with replacement, LeNet5 (ELU)",
         full_command="python benchmarks/bench_mnist.py --protocol seed003 --steps 40000 --seeds 10",
-        floors=floors, extra_md=common.references(env, args.steps, args.seeds),
+        floors=_floors_seed003, extra_md=common.references(env, args.steps, args.seeds),
         notes=["Rewards are 0/1 (the bsuite ±1 reward mapped by (r+1)/2, as the authors' code did).",
                "All Bayesian agents observe the 0/1 reward of the pulled arm through a Gaussian likelihood "
                "(banditkit's agent default, obs. noise 0.1); the authors used a moment-matched classification "
@@ -100,10 +105,10 @@ def _seed002(args) -> None:
         write(res)
 
 
-def _write_seed002(args, env, res, mname: str) -> None:
-    s = common.summary(common.per_seed(res), list(res.timing)) if res.timing else None
+def _floors_seed002(s: pd.DataFrame, mname: str) -> list[common.Floor]:
+    """Issue 5's seed-002 floors for model ``mname``, judged on the (merged) summary ``s``."""
     floors = []
-    if s is not None and mname == "lenet5" and "ekf_sub_svd" in s.index:
+    if mname == "lenet5" and "ekf_sub_svd" in s.index:
         r = s.loc["ekf_sub_svd"]
         floors.append(common.Floor(
             "EKF-Sub-SVD on LeNet5 ≥ 4400/5000 (≥ 0.88 per round)", bool(r.mean_reward >= 0.88),
@@ -111,18 +116,21 @@ def _write_seed002(args, env, res, mname: str) -> None:
             f"= {r.mean_reward:.4f} ± {r.mean_reward_se:.4f} per round"
             + ("" if r.steps >= 5000 else " (fewer steps than the protocol: not assessed)"),
             assessed=bool(r.steps >= 5000)))
-    if s is not None:
-        sub = [a for a in ("ekf_sub_svd", "ekf_sub_rnd") if a in s.index]
-        nl = [a for a in ("neural_linear_lim", "neural_linear_unlim", "neural_linear_unlim_mb") if a in s.index]
-        if sub and nl and "linear" in s.index:
-            best_sub = max(s.loc[a, "cum_reward"] for a in sub)
-            best_nl = max(s.loc[a, "cum_reward"] for a in nl)
-            lin = s.loc["linear", "cum_reward"]
-            full = all(s.loc[a, "steps"] >= 5000 for a in [*sub, *nl, "linear"])
-            floors.append(common.Floor(
-                f"ordering EKF-subspace > neural-linear > linear ({mname})", bool(best_sub > best_nl > lin),
-                f"best subspace {best_sub:.1f}, best neural-linear {best_nl:.1f}, linear {lin:.1f}"
-                + ("" if full else " (some agent ran fewer than 5000 steps: not assessed)"), assessed=full))
+    sub = [a for a in ("ekf_sub_svd", "ekf_sub_rnd") if a in s.index]
+    nl = [a for a in ("neural_linear_lim", "neural_linear_unlim", "neural_linear_unlim_mb") if a in s.index]
+    if sub and nl and "linear" in s.index:
+        best_sub = max(s.loc[a, "cum_reward"] for a in sub)
+        best_nl = max(s.loc[a, "cum_reward"] for a in nl)
+        lin = s.loc["linear", "cum_reward"]
+        full = all(s.loc[a, "steps"] >= 5000 for a in [*sub, *nl, "linear"])
+        floors.append(common.Floor(
+            f"ordering EKF-subspace > neural-linear > linear ({mname})", bool(best_sub > best_nl > lin),
+            f"best subspace {best_sub:.1f}, best neural-linear {best_nl:.1f}, linear {lin:.1f}"
+            + ("" if full else " (some agent ran fewer than 5000 steps: not assessed)"), assessed=full))
+    return floors
+
+
+def _write_seed002(args, env, res, mname: str) -> None:
     common.write_outputs(
         res, args.out, args.tag or f"mnist_seed002_{mname}", merge=args.merge,
         title=f"MNIST bandit, seed 002 protocol ({mname})",
@@ -130,7 +138,7 @@ def _write_seed002(args, env, res, mname: str) -> None:
                  f"{mname}, Thompson sampling",
         full_command=f"python benchmarks/bench_mnist.py --protocol seed002 --models {mname} --steps 5000 "
                      "--seeds 10",
-        floors=floors, extra_md=common.references(env, args.steps, args.seeds),
+        floors=lambda s: _floors_seed002(s, mname), extra_md=common.references(env, args.steps, args.seeds),
         notes=["The paper's numbers (read off its figure, ±50): EKF-Sub-SVD ≈4040 (MLP1) / ≈4400 (LeNet5); "
                "NL-Unlim ≈3000 / ≈3350; Lin ≈1450; EKF-Orig-Diag ≈540.",
                "Random-subspace EKF: basis through the initial weights, no warm-up fit (banditkit's "

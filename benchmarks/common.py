@@ -318,14 +318,18 @@ class Floor:
 
 
 def write_outputs(res: Result, out: str, tag: str, *, title: str, protocol: str, full_command: str,
-                  notes: Sequence[str] = (), floors: Sequence[Floor] = (), order: Sequence[str] | None = None,
+                  notes: Sequence[str] = (),
+                  floors: Sequence[Floor] | Callable[[pd.DataFrame], Sequence[Floor]] = (),
+                  order: Sequence[str] | None = None,
                   reward_fn: Callable[[pd.DataFrame], pd.Series] | None = None, reward_label: str = "cum. reward",
                   extra_md: str = "", merge: bool = False) -> pd.DataFrame:
     """Write ``TAG_seeds.csv``, ``TAG_curve.csv``, ``TAG.md`` and ``TAG_regret.png`` into ``out``; the summary.
 
     ``merge=True`` (the scripts' ``--merge``): the agents of an existing ``TAG_seeds.csv`` / ``TAG_curve.csv`` that
     this run did not run are kept (in their order, this run's agents replacing theirs in place, new ones last), the
-    earlier commands and machine lines are carried into ``TAG.md``, and the plot is drawn from the merged curve."""
+    earlier commands and machine lines and the hand-written run notes (from the first ``**Run note`` line to the
+    end) are carried into ``TAG.md``, and the plot is drawn from the merged curve.  ``floors`` may be a function of
+    the (merged) summary frame, so a floor is judged on every row of the table, not only this run's."""
     seeds_df = per_seed(res, reward_fn)
     order = list(order) if order is not None else list(res.timing)
     cur = curve(res)
@@ -333,11 +337,14 @@ def write_outputs(res: Result, out: str, tag: str, *, title: str, protocol: str,
     commands = [f"`{command_line()}`"]
     machines = [machine()]
     merged = merge and os.path.exists(seeds_path) and os.path.exists(curve_path)
+    run_notes: list[str] = []
     if merged:
-        seeds_df, cur, order, old_cmds, old_machines = _merge_previous(out, tag, seeds_df, cur, order)
+        seeds_df, cur, order, old_cmds, old_machines, run_notes = _merge_previous(out, tag, seeds_df, cur, order)
         commands = old_cmds + [f"{commands[0]} (with `--merge`: re-ran {', '.join(sorted(set(res.timing)))})"]
         machines = old_machines + machines
     s = summary(seeds_df, order) if not seeds_df.empty else pd.DataFrame()
+    if callable(floors):
+        floors = floors(s) if not s.empty else []
     if not seeds_df.empty:
         seeds_df.to_csv(seeds_path, index=False)
         cur.to_csv(curve_path, index=False)
@@ -368,6 +375,8 @@ def write_outputs(res: Result, out: str, tag: str, *, title: str, protocol: str,
         md += ["", extra_md]
     if notes:
         md += ["", "**Notes:**", ""] + [f"- {n}" for n in notes]
+    if run_notes:
+        md += [""] + run_notes
     with open(os.path.join(out, f"{tag}.md"), "w") as fh:
         fh.write("\n".join(md) + "\n")
     return s
@@ -387,10 +396,15 @@ def _merge_previous(out: str, tag: str, seeds_df: pd.DataFrame, cur: pd.DataFram
     cur = cur.sort_values("agent", key=lambda c: c.map(rank), kind="stable").reset_index(drop=True)
     if "nonfinite_by" not in seeds_df:
         seeds_df["nonfinite_by"] = np.nan
-    cmds, machines = [], []
+    cmds, machines, run_notes = [], [], []
     md_path = os.path.join(out, f"{tag}.md")
     if os.path.exists(md_path):
         lines = open(md_path).read().splitlines()
+        first_note = next((i for i, line in enumerate(lines) if line.startswith("**Run note")), None)
+        if first_note is not None:
+            run_notes = lines[first_note:]
+            while run_notes and not run_notes[-1].strip():
+                run_notes.pop()
         for i, line in enumerate(lines):
             if line.startswith("**Command (this table):**"):
                 cmds.append(line.split(":**", 1)[1].strip())
@@ -405,7 +419,7 @@ def _merge_previous(out: str, tag: str, seeds_df: pd.DataFrame, cur: pd.DataFram
     if len(machines) == len(cmds):  # drop this command's own earlier write (tables are rewritten after each agent)
         pairs = [(c, m) for c, m in zip(cmds, machines, strict=True) if not c.startswith(f"`{command_line()}`")]
         cmds, machines = [c for c, _ in pairs], [m for _, m in pairs]
-    return seeds_df, cur, merged_order, cmds, machines
+    return seeds_df, cur, merged_order, cmds, machines, run_notes
 
 
 def plot_curve(cur: pd.DataFrame, path: str, *, title: str) -> None:
