@@ -307,6 +307,9 @@ def lowrank_kalman_update(
     return mean + dmean, c_new, s2
 
 
+_FUSED_RANK_MAX = 16  # dense_block_update: up to this many outputs, the Σ update is one fused elementwise pass
+
+
 def dense_block_update(
     mean: Array, sigma: Array, g: Array, s: Array, r_other: Array, innov: Array
 ) -> tuple[Array, Array]:
@@ -314,24 +317,36 @@ def dense_block_update(
 
     Same target as :func:`sqrt_factor_update`: ``Σ⁺ = (I−KL)Σ(I−KL)ᵀ + KRKᵀ`` with ``K = ΣLᵀS⁻¹`` and
     ``S = LΣLᵀ + R_o + R`` (``R_o = 0``: the plain EKF).  Multiplied out with ``G = ΣLᵀ (D, c)`` and
-    ``LΣLᵀ + R = S − R_o``:
+    ``M = LΣLᵀ + R = S − R_o = U_Mᵀ U_M`` (upper Cholesky factor):
 
-    ``Σ⁺ = Σ − KGᵀ − GKᵀ + K(S − R_o)Kᵀ``
+    ``Σ⁺ = Σ − KGᵀ − GKᵀ + KMKᵀ = Σ + X₊X₊ᵀ − X₋X₋ᵀ``,  ``X₋ = G U_M⁻¹``,  ``X₊ = K U_Mᵀ − X₋``   (both ``(D, c)``)
 
-    — rank-``c`` terms only, no ``D × D`` product (the product form costs two ``D³`` GEMMs).  It keeps the Joseph
-    form's property that an error ``δ`` in the computed gain enters ``Σ⁺`` only as ``+δ(S − R_o)δᵀ`` (PSD, second
-    order); the shorter ``Σ − K(S + R_o)Kᵀ``, equal in exact arithmetic, has a first-order error ``−δSK*ᵀ − …``.
+    — an identity for any ``K``, so the Joseph form's property holds: an error ``δ`` in the computed gain enters
+    ``Σ⁺`` only as ``+δMδᵀ`` (PSD, second order; here it is ``X₊X₊ᵀ``, since ``X₊ = δ U_Mᵀ`` for the EKF), where the
+    shorter ``Σ − K(S + R_o)Kᵀ``, equal in exact arithmetic, has a first-order error ``−δSK*ᵀ − …``.
+
+    The ``D × D`` work is one fused elementwise pass over ``Σ`` adding ``Σ_k (x⁺_ik x⁺_jk − x⁻_ik x⁻_jk)``
+    (``c ≤ 16``; two rank-``c`` GEMMs above): entry ``(i, j)`` sums the same floating-point products as entry
+    ``(j, i)`` in the same order, so a symmetric ``Σ`` stays exactly symmetric with no ``(A + Aᵀ)/2`` pass.  On
+    XLA:CPU that transpose pass, and the two ``D × D`` temporaries of the older ``Σ − KGᵀ − GKᵀ + KMKᵀ``, cost 20×
+    the update itself at ``D = 10⁴`` (656 ms against 30 ms; ``benchmarks/results/speed.md``).
 
     Args:
-      mean: ``μ (D,)``; sigma: ``Σ (D, D)``; g: ``G = ΣLᵀ (D, c)``; s: total ``S (c, c)``;
+      mean: ``μ (D,)``; sigma: ``Σ (D, D)``, symmetric; g: ``G = ΣLᵀ (D, c)``; s: total ``S (c, c)``;
       r_other: ``R_o (c, c)``; innov: ``ε (c,)``.
 
-    Returns ``(μ + Kε, Σ⁺)`` (symmetrised).
+    Returns ``(μ + Kε, Σ⁺)``.
     """
     s = symmetrize(s)
     k = solve_spd_factor(chol_upper(s), g.T).T  # (D, c)
-    kg = k @ g.T  # (D, D), rank c
-    return mean + k @ innov, symmetrize(sigma - kg - kg.T + k @ ((s - r_other) @ k.T))
+    u_m = chol_upper(symmetrize(s - r_other))  # M = U_Mᵀ U_M (c, c)
+    x_minus = g @ solve_triangular(u_m, jnp.eye(u_m.shape[0], dtype=u_m.dtype), lower=False)  # G U_M⁻¹
+    x_plus = k @ u_m.T - x_minus
+    if x_plus.shape[1] > _FUSED_RANK_MAX:
+        return mean + k @ innov, sigma + x_plus @ x_plus.T - x_minus @ x_minus.T
+    for i in range(x_plus.shape[1]):  # unrolled: XLA fuses the c outer products into one pass over Σ
+        sigma = sigma + x_plus[:, i, None] * x_plus[None, :, i] - x_minus[:, i, None] * x_minus[None, :, i]
+    return mean + k @ innov, sigma
 
 
 def sqrt_factor_update(

@@ -153,15 +153,17 @@ def test_sqrt_factor_update_is_block_joseph(x64, singular_r):
     np.testing.assert_allclose(np.asarray(u_new).T @ np.asarray(u_new), joseph, atol=1e-9)
 
 
+@pytest.mark.parametrize("c_y", [2, linalg._FUSED_RANK_MAX + 2])  # the fused-elementwise and the GEMM path
 @pytest.mark.parametrize("with_other", [False, True])
-def test_dense_block_update_is_block_joseph(x64, with_other):
+def test_dense_block_update_is_block_joseph(x64, with_other, c_y):
     rng = np.random.default_rng(6)
-    dim, c_y = 7, 2
+    dim = 7 if c_y == 2 else 25
     a = rng.normal(size=(dim, dim))
     sig = a @ a.T / dim + 0.1 * np.eye(dim)
     lj = rng.normal(size=(c_y, dim))
-    r = np.diag([0.4, 0.1])
-    r_other = np.array([[0.3, 0.1], [0.1, 0.2]]) if with_other else np.zeros((c_y, c_y))
+    r = np.diag(rng.uniform(0.1, 0.4, size=c_y))
+    b = rng.normal(size=(c_y, c_y))
+    r_other = (b @ b.T / c_y + 0.1 * np.eye(c_y)) if with_other else np.zeros((c_y, c_y))
     mu, eps = rng.normal(size=dim), rng.normal(size=c_y)
     s = lj @ sig @ lj.T + r_other + r
     k = sig @ lj.T @ np.linalg.inv(s)
@@ -173,6 +175,29 @@ def test_dense_block_update_is_block_joseph(x64, with_other):
     np.testing.assert_allclose(mu_new, mu + k @ eps, atol=1e-10)
     np.testing.assert_allclose(sig_new, joseph, atol=1e-10)
     np.testing.assert_allclose(sig_new, sig_new.T, atol=0)
+
+
+@pytest.mark.parametrize("c_y", [1, 3])
+def test_dense_block_update_keeps_float32_covariance_exactly_symmetric_and_psd(c_y):
+    """200 float32 EKF-style updates with no symmetrisation pass: Σ stays bitwise symmetric (every entry (i, j) is
+    the same floating-point computation as (j, i)) and positive semi-definite up to rounding."""
+    rng = np.random.default_rng(11)
+    dim = 64
+    a = rng.normal(size=(dim, dim)).astype(np.float32)
+    sig = jnp.asarray(a @ a.T / dim + 0.01 * np.eye(dim, dtype=np.float32))
+    jacs = jnp.asarray(rng.normal(size=(200, c_y, dim)).astype(np.float32))
+    r = 1e-2 * jnp.eye(c_y, dtype=jnp.float32)
+
+    def step(carry, lj):
+        mu, sig = carry
+        g = sig @ lj.T
+        return linalg.dense_block_update(mu, sig, g, lj @ g + r, jnp.zeros_like(r), jnp.ones(c_y)), None
+
+    mu, sig = jax.jit(lambda c, js: jax.lax.scan(step, c, js)[0])((jnp.zeros(dim), sig), jacs)
+    sig = np.asarray(sig)
+    np.testing.assert_array_equal(sig, sig.T)
+    assert np.linalg.eigvalsh(sig.astype(np.float64)).min() > -1e-5 * np.abs(sig).max()
+    assert np.all(np.isfinite(np.asarray(mu)))
 
 
 def _psd(rng, n, rank=None):
