@@ -53,6 +53,8 @@ def ekf(
     """
     check_common_hyper("ekf", init_cov=init_cov, dynamics_cov=dynamics_cov, forgetting=forgetting)
     cell = SpaceCell()
+    hyper_dyn = (forgetting, dynamics_cov)
+    static = all(isinstance(v, int | float) for v in hyper_dyn) and hyper_dyn == (1, 0)
 
     def init(params) -> EKFState:
         mu = cell.set(params).ravel(params)
@@ -63,6 +65,8 @@ def ekf(
         return lambda t: apply_fn(s.unravel(t), x)
 
     def predict(state: EKFState) -> EKFState:
+        if static:  # γ = 1, q = 0: skip a pass over the P × P covariance
+            return state
         g = jnp.asarray(forgetting, state.mean.dtype)
         q = jnp.asarray(dynamics_cov, state.mean.dtype)
         return EKFState(g * state.mean, g**2 * state.cov + q * jnp.eye(state.mean.size, dtype=state.mean.dtype))
