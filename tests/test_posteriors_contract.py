@@ -332,3 +332,18 @@ def test_bad_inputs_raise_clear_errors():
         P_.subspace_from_sgd(apply_fn, _template(2), xs, ys, dim=50, n_iters=20)
     with pytest.raises(ValueError, match="loss"):
         P_.subspace_from_sgd(apply_fn, _template(2), xs, ys, dim=2, n_iters=20, loss="hinge")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_fresh_state_can_be_donated_to_a_jitted_step(name):
+    """``jax.jit(step, donate_argnums=0)`` on the state straight from ``init`` (an in-place update, as the runner's
+    scan does and as the speed benchmark times it): no two leaves of the state may share a buffer."""
+    model, apply_fn = _model(1)
+    post = make(name, 1, apply_fn, Gaussian(0.5))
+    state = post.init(model.init(jax.random.PRNGKey(0), X0))
+    step = jax.jit(lambda s, x, y: post.update(post.predict(s), x, y), donate_argnums=0)
+    for t in range(2):
+        state = step(state, X0 + t, jnp.ones(1))
+    jax.block_until_ready(state)
+    assert all(bool(jnp.all(jnp.isfinite(leaf))) for leaf in jax.tree_util.tree_leaves(state)
+               if jnp.issubdtype(jnp.asarray(leaf).dtype, jnp.floating))

@@ -198,8 +198,8 @@ def hilofi(
             v0 = jnp.asarray(init_cov_last, dt)
             c_l = (v0 if dense else jnp.sqrt(v0)) * jnp.eye(ell.size, dtype=dt)
             g_l = jnp.zeros((0,), dt)
-        zero = jnp.zeros((), dt)
-        return HiLoFiState(h, ell, c_h, g_h, c_l, g_l, zero, zero)
+        # two buffers, not one: a state whose leaves alias cannot be donated to a jitted step
+        return HiLoFiState(h, ell, c_h, g_h, c_l, g_l, jnp.zeros((), dt), jnp.zeros((), dt))
 
     def predict(state: HiLoFiState) -> HiLoFiState:
         dt = state.mean_hidden.dtype

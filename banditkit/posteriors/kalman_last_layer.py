@@ -166,7 +166,7 @@ def kalman_last_layer(
             delta=-2.0 * jnp.log(g0),
             pending=jnp.zeros((), dt),
             hidden=h,
-            prior_mean=w,
+            prior_mean=jnp.copy(w),  # its own buffer: aliased leaves cannot be donated to jit
             key=jax.random.PRNGKey(seed),
         )
 

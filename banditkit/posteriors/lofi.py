@@ -160,7 +160,7 @@ def lofi(
             prec_lr=jnp.zeros((mu.size, rank), dt),
             prior_prec=eta,
             prior_scale=jnp.ones((), dt),
-            prior_mean=mu,
+            prior_mean=jnp.copy(mu),  # its own buffer: aliased leaves cannot be donated to jit
         )
 
     def _obs_fn(x):
