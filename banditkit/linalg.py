@@ -326,7 +326,7 @@ def dense_block_update(
     shorter ``Σ − K(S + R_o)Kᵀ``, equal in exact arithmetic, has a first-order error ``−δSK*ᵀ − …``.
 
     The ``D × D`` work is one fused elementwise pass over ``Σ`` adding ``Σ_k (x⁺_ik x⁺_jk − x⁻_ik x⁻_jk)``
-    (``c ≤ 16``; two rank-``c`` GEMMs above): entry ``(i, j)`` sums the same floating-point products as entry
+    (for ``c ≤ 16``; above that, two rank-``c`` GEMMs): entry ``(i, j)`` sums the same floating-point products as entry
     ``(j, i)`` in the same order, so a symmetric ``Σ`` stays exactly symmetric with no ``(A + Aᵀ)/2`` pass.  On
     XLA:CPU that transpose pass, and the two ``D × D`` temporaries of the older ``Σ − KGᵀ − GKᵀ + KMKᵀ``, cost 20×
     the update itself at ``D = 10⁴`` (656 ms against 30 ms; ``benchmarks/results/speed.md``).
