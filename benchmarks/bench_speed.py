@@ -163,7 +163,7 @@ def make_backend(name: str, model, params, rank: int, x0, num_params: int):
     return factory(model.apply, Gaussian(0.1), **kw)
 
 
-def time_backend(post, params, din: int, warmup: int, steps: int, seed: int = 0, donate: bool = True) -> dict:
+def time_backend(post, params, din: int, warmup: int, steps: int, seed: int = 0, donate: bool = False) -> dict:
     """Compile seconds, then per-step seconds of the fused predict+update (median / p10 / min)."""
     state = post.init(params)
     step = jax.jit(lambda s, x, y: post.update(post.predict(s), x, y), donate_argnums=(0,) if donate else ())
