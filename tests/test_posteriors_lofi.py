@@ -12,7 +12,7 @@ import pytest
 import banditkit as bk
 from banditkit.likelihoods import Categorical, Gaussian
 from banditkit.models.nets import MLP
-from banditkit.posteriors.lofi import _apply_f, _whitened_svd
+from banditkit.posteriors.lofi import _apply_f, _cov_root
 
 # ---------------------------------------------------------------------------------------------------------------
 # linear-Gaussian model y = W x + b + noise (C = 2 outputs, P = 8 parameters) and its closed-form Kalman filter
@@ -202,8 +202,8 @@ def test_sampler_covariance_is_the_dlr_inverse(x64):
     prec = np.diag(state.prec_diag) + np.asarray(state.prec_lr @ state.prec_lr.T)
     cov = np.linalg.inv(prec)
     # exact: the sampling matrix Υ^{-1/2} F has (Υ^{-1/2} F)(Υ^{-1/2} F)ᵀ = Σ
-    j, c = _whitened_svd(state.prec_diag, state.prec_lr)
-    m = np.asarray(_apply_f(j, c, jnp.eye(8, dtype=jnp.float64))) / np.sqrt(np.asarray(state.prec_diag))[:, None]
+    root = _cov_root(state.prec_diag, state.prec_lr)
+    m = np.asarray(root.isd[:, None] * _apply_f(root, jnp.eye(8, dtype=jnp.float64)))
     np.testing.assert_allclose(m @ m.T, cov, rtol=1e-9, atol=1e-12)
     # Monte Carlo through the public sample()
     draws = jax.jit(jax.vmap(lambda k: jax.flatten_util.ravel_pytree(post.sample(k, state))[0]))(
