@@ -139,11 +139,17 @@ def test_bong_lin_hess_dlr_equals_lofi(x64):
         np.testing.assert_allclose(ca, cb, rtol=1e-6, atol=1e-8)
 
 
-@pytest.mark.parametrize("family", ["full", "dlr"])
-def test_blr_unit_step_equals_bong(x64, family):
-    """BLR with α = 1, I = 1 is BONG (the KL gradient vanishes at ψ_p); different code paths in both families."""
+@pytest.mark.parametrize(
+    "family, estimator",
+    [("full", "linear-hessian"), ("dlr", "linear-hessian"), ("dlr", "linear-ef"), ("dlr", "mc-ef")],
+)
+def test_blr_unit_step_equals_bong(x64, family, estimator):
+    """BLR with α = 1, I = 1 is BONG (the KL gradient vanishes at ψ_p); different code paths in both families.
+
+    In the DLR family BONG's mean step is in gain form, ``Σ Bᵀ (I + BΣBᵀ)⁻¹ c`` with ``g = Bᵀc``, and BLR's is the
+    Woodbury solve with ``g``: equal only if every estimator's ``c`` is right (MC draws are shared: same key)."""
     apply_fn, params, xs, ys = _mlp_problem(jnp.float64)
-    kw = dict(family=family, rank=4, init_cov=0.5)
+    kw = dict(family=family, rank=4, init_cov=0.5, estimator=estimator, n_samples=5)
     a = bong(apply_fn, Gaussian(0.1), **kw)
     b = bong(apply_fn, Gaussian(0.1), rule="blr", learning_rate=1.0, **kw)
     sa = _run(a, a.init(params), xs, ys)

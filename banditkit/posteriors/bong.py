@@ -45,7 +45,8 @@ A Gaussian variational posterior ``q_ψ(θ) = N(μ, Σ)`` over all ``P`` paramet
               (BONG + linear-hessian is the variational diagonal EKF, VD-EKF).
 - ``"dlr"``   ``(μ, υ, W)`` with precision ``diag(υ) + WᵀW``, ``W (R, P)`` (rows, the ``linalg`` convention).
               BONG/BLR take the full-covariance natural step with the stacked factor ``N`` (``[W; B]`` resp.
-              ``[√(1−α)W; √αW_p; √αB]``), compute the mean with the *un-truncated* precision (Woodbury), then
+              ``[√(1−α)W; √αW_p; √αB]``), compute the mean with the *un-truncated* precision (Woodbury; BONG in
+              gain form ``μ + ΣBᵀ(I + BΣBᵀ)⁻¹c``, ``g = Bᵀc``, which stays finite under huge ``B``), then
               keep the best rank-R factor ``W ← P_R(N)`` and put the dropped diagonal into ``υ``:
               ``υ ← υ̃ + diag(NᵀN − WᵀW)`` (278–308).  BONG + linear-hessian is LoFi.
               BOG/BBB are plain gradient steps on ``(μ, υ, W)`` (309–328):
@@ -102,12 +103,14 @@ class BongDLRState(NamedTuple):
 
 class _Est(NamedTuple):
     """Estimator output: ``g (P,)`` and one of: factor ``B (K, P)`` with ``G = −BᵀB``, dense ``G (P, P)``, or
-    ``diag(G) (P,)``."""
+    ``diag(G) (P,)``.  With a factor, ``coef (K,)`` has ``g = Bᵀ coef`` exactly (every factor estimator's ``g`` lies
+    in the row space of its ``B``), which lets BONG take its mean step in gain form."""
 
     g: Array
     factor: Array | None = None
     dense: Array | None = None
     diag: Array | None = None
+    coef: Array | None = None
 
 
 def _sym(a: Array) -> Array:
@@ -261,8 +264,8 @@ def bong(
             e = solve_triangular(lr, y - yhat, lower=True)
             g = b.T @ e
             if estimator == "linear-hessian":
-                return _Est(g, factor=b)
-            return _Est(g, factor=g[None, :])
+                return _Est(g, factor=b, coef=e)
+            return _Est(g, factor=g[None, :], coef=jnp.ones((1,), g.dtype))
 
         def logp(t):
             return likelihood.log_prob(y, jnp.atleast_1d(obs(t)))
@@ -272,7 +275,8 @@ def bong(
         grads = jax.vmap(jax.grad(logp))(thetas)  # (M, P)
         g = jnp.mean(grads, axis=0)
         if estimator == "mc-ef":
-            return _Est(g, factor=grads / jnp.sqrt(jnp.asarray(n_samples, g.dtype)))
+            root_m = jnp.sqrt(jnp.asarray(n_samples, g.dtype))
+            return _Est(g, factor=grads / root_m, coef=jnp.full((n_samples,), 1.0 / root_m, g.dtype))
         if family == "full":
             hess = _sym(jnp.mean(jax.vmap(jax.hessian(logp))(thetas), axis=0))
             evals, evecs = jnp.linalg.eigh(hess)  # clip positive curvature: keep G ⪯ 0 so Ω_p − G ≻ 0
@@ -364,7 +368,11 @@ def bong(
 
     def _dlr_bong(st: BongDLRState, est: _Est) -> BongDLRState:
         n = jnp.concatenate([st.low_rank, est.factor], axis=0)  # (R+K, P)
-        mu = st.mean + _dlr_solve(st.prec_diag, n, est.g)
+        # mean in gain form: with g = Bᵀc, (Λ + BᵀB)⁻¹ Bᵀ c = Σ Bᵀ (I + B Σ Bᵀ)⁻¹ c (Σ = Λ⁻¹ of the prior), equal to
+        # the Woodbury solve with the stacked N but bounded when B is huge (inputs ×1e3: the solve lost the mean)
+        bs = _dlr_cov_rows(st.prec_diag, _dlr_v(st.prec_diag, st.low_rank), est.factor)  # B Σ (K, P)
+        core = jnp.eye(bs.shape[0], dtype=bs.dtype) + bs @ est.factor.T
+        mu = st.mean + bs.T @ linalg.solve_spd_factor(linalg.chol_upper(_sym(core)), est.coef[:, None])[:, 0]
         return _dlr_project(st.prec_diag, n, mu, st.key)
 
     def _dlr_blr(prior: BongDLRState, st: BongDLRState, est: _Est) -> BongDLRState:
@@ -446,7 +454,8 @@ def bong(
         prec_p = _spd_inv(prior.cov) if family == "full" else None
 
         def step(i, st):
-            est = _estimate(jax.random.fold_in(sub, i), st, x, y)
+            # one iteration draws with BONG's key, so BLR with α = 1, I = 1 is BONG draw for draw (MC estimators too)
+            est = _estimate(sub if n_iter == 1 else jax.random.fold_in(sub, i), st, x, y)
             if family == "full":
                 return (_full_blr if rule == "blr" else _full_bbb)(prior, prec_p, st, est)
             if family == "diag":
