@@ -85,8 +85,8 @@ GAUSSIAN_ONLY = {"neural_linear", "vbll", "online_vbll"}
 
 
 def backend_names() -> list[str]:
-    """Every registered backend plus ``subspace_ekf`` (registered separately because it needs a basis)."""
-    return sorted(bk.posteriors.REGISTRY) + ["subspace_ekf"]
+    """Every registered backend, ``subspace_ekf`` included (it needs a basis; older registries lacked it), once each."""
+    return sorted(set(bk.posteriors.REGISTRY) | {"subspace_ekf"})
 
 
 def _target(name: str) -> Callable:
