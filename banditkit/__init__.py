@@ -2,7 +2,7 @@
 
 ``import banditkit as bk`` registers the Gymnasium environments (``banditkit/...-v0``) and exposes the
 subpackages ``posteriors, likelihoods, models, policies, agents, environments, datasets, bo, experiments,
-plotting`` plus the shortcuts ``bk.run, bk.compare, bk.summarize, bk.plot_regret, bk.BayesOpt``.
+plotting, memory`` plus the shortcuts ``bk.run, bk.compare, bk.summarize, bk.plot_regret, bk.BayesOpt``.
 """
 
 __version__ = "0.1.0"
@@ -17,6 +17,7 @@ from banditkit import (  # noqa: F401
     experiments,
     likelihoods,
     linalg,
+    memory,
     models,
     plotting,
     policies,

@@ -286,7 +286,8 @@ def write_outputs(rows: list[dict], out: str, args) -> None:
         + (f"; banditkit at commit {commit}" if commit else "")
         + "; float32; one observation per step, scalar Gaussian output (R = 0.1); a new state buffer per step "
         + "(`donated ms`: the state donated to the step, updated in place as in the runner)"
-        + f". {args.warmup} warm-up + {args.steps} timed steps per backend; compile time separate.",
+        + f". {args.warmup} warm-up + {args.steps} timed steps per backend; compile time separate. "
+        + f"Allocator: {getattr(args, 'malloc', 'glibc defaults')}.",
         "",
         f"Command: `python benchmarks/bench_speed.py {' '.join(args.argv)}`",
         "",
@@ -373,8 +374,13 @@ def main(argv=None) -> None:
     ap.add_argument("--ekf-max-params", type=int, default=3000)
     ap.add_argument("--quick", action="store_true", help="5 warm-up + 10 timed steps; LeNet, 10k and 100k MLPs")
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--system-malloc", action="store_true",
+                    help="keep glibc's default allocator settings (else banditkit.memory.keep_freed_memory())")
     args = ap.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
+    args.malloc = "glibc defaults" if args.system_malloc else (
+        "large blocks kept for reuse (banditkit.memory.keep_freed_memory)" if bk.memory.keep_freed_memory()
+        else "defaults (keep_freed_memory not available here)")
     if args.quick:
         args.warmup, args.steps, args.floor_reps, args.idle_wait = 5, 10, 10, 0.5
         if args.configs == ap.get_default("configs"):
