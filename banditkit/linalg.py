@@ -14,8 +14,6 @@ Kernels
 ``project_gram(G, N, d, add)``  ``P_{d,+a}``: best rank-``d`` factor of ``NᵀN (+ a I)`` from the small Gram
                                 ``G = N Nᵀ`` (an ``(n, n)`` eigendecomposition, one ``(d, n) @ (n, D)`` GEMM).
 ``project(N, d, add)``          the same, computing the Gram itself.
-``project_columns(M, d, add)``  the same for a factor stored by columns, ``M = Nᵀ (D, n)``: returns ``Jᵀ (D, d)``
-                                (a ``(D, n)`` Gram is ~2× faster on XLA:CPU than the ``(n, D)`` one).
 ``lowrank_update_gram(...)``    Gram of ``[C − A Kᵀ ; B Kᵀ]`` from ``C Cᵀ`` in ``O(d·D_y·D)`` work.
 ``project_weights(G, d, add)``  the eigen half of ``P_{d,+a}``: weights ``W`` with ``J = W N``.
 ``sqrt_psd(R)``                 symmetric square root of a small PSD matrix (exists when ``R`` is singular).
@@ -198,18 +196,6 @@ def project_gram(g: Array, n: Array, rank: int, add: Array | float = 0.0) -> tup
 def project(n: Array, rank: int, add: Array | float = 0.0) -> tuple[Array, Array]:
     """``P_{d,+a}(N)`` computing the Gram ``N Nᵀ`` itself (see :func:`project_gram`)."""
     return project_gram(n @ n.T, n, rank, add)
-
-
-def project_columns(m: Array, rank: int, add: Array | float = 0.0) -> tuple[Array, Array]:
-    """:func:`project` of ``N = Mᵀ`` for a factor kept by columns: ``M (D, n)`` → ``(Jᵀ (D, d), s2 (d,))``.
-
-    Same result as ``project(M.T, d, add)`` transposed, but no ``D``-sized transpose is made: the Gram is
-    ``MᵀM`` and the mixing ``M Wᵀ``.  On XLA:CPU (jax 0.10) the Gram of a ``(D, n)`` matrix runs at about twice
-    the rate of ``N Nᵀ`` for ``N (n, D)`` (LeNet5, D = 60,941, n = 51: 3.9 vs 8.2 ms), which XLA computes through a
-    transposed copy.
-    """
-    w, s2 = project_weights(m.T @ m, rank, add)
-    return m @ w.T, s2
 
 
 def lowrank_update_gram(cc: Array, a: Array, ck: Array, kk: Array, b: Array) -> Array:

@@ -12,7 +12,7 @@ update (Alg. 3), with ``J = ∂m/∂θ (C, P)`` at ``μ⁻``, ``R = VᵀV`` (upp
     ``W̃ = [W⁻, Jᵀ Aᵀ]  (P, L + C)``                      precision of the exact update: ``Υ⁻ + W̃ W̃ᵀ``
     ``μ = μ⁻ + (Υ⁻ + W̃W̃ᵀ)⁻¹ Jᵀ R⁻¹ (y − ŷ)``            exact EKF mean given the DLR(L) prior (before truncation),
         computed in gain form ``μ⁻ + Σ⁻ Jᵀ (J Σ⁻ Jᵀ + R)⁻¹ (y − ŷ)`` with ``Σ⁻ = S Sᵀ`` (the root below)
-    ``W̃`` → :func:`banditkit.linalg.project_columns` (Gram eigendecomposition, ``(L+C)²`` small matrix):
+    ``W̃`` → :func:`banditkit.linalg.project_weights` of its Gram ``W̃ᵀW̃`` (``(L+C)²`` eigendecomposition):
     ``W`` = the top-``L`` directions, ``W×`` the ``C`` discarded ones;
     ``υ = υ⁻ + rowsum(W× ⊙ W×)``  so that ``diag(Υ + WWᵀ) = diag(Υ⁻ + W̃W̃ᵀ)`` exactly (eq. 41).
     ``spherical=True`` (App. F, class SPL(L)): ``Υ = η I`` is changed only by the dynamics; the discarded
@@ -36,9 +36,9 @@ covariance is exactly ``Σ``; cost O(P L²) once per state, then O(P L) per draw
 ``Q diag(s²c) Qᵀ = B K Bᵀ`` with ``K = U diag(c) Uᵀ`` (``n × n``), so no ``(P, n)`` matrix besides ``B`` is formed.
 
 Cost per step (``n = L + C``): ``update`` one ``(P, L)`` Gram ``WᵀΥ⁻¹W`` (the root, for the mean), one ``(P, n)``
-Gram ``W̃ᵀW̃`` (the truncation) and one ``(P, n) @ (n, n)`` GEMM; ``sample`` / ``predictive`` the same ``(P, L)``
-Gram (XLA computes it once when they share a jitted step with ``update``); ``predict`` nothing
-when ``γ = 1``, ``q = 0`` and there is no inflation, else one Gram and one GEMM.
+Gram ``W̃ᵀW̃`` (the truncation) and the ``(P, n) @ (n, L)`` and ``(P, n) @ (n, C)`` GEMMs; ``sample`` /
+``predictive`` the same ``(P, L)`` Gram (XLA computes it once when they share a jitted step with ``update``);
+``predict`` nothing when ``γ = 1``, ``q = 0`` and there is no inflation, else one Gram and one GEMM.
 
 ``rank=0`` gives the variational diagonal EKF (VD-EKF, App. A.4).  With ``rank ≥ P`` no mass is ever
 discarded and LoFi equals the full-covariance EKF.
@@ -232,11 +232,13 @@ def lofi(
         z = _apply_f(root, root.isd[:, None] * jac.T)  # Sᵀ Jᵀ (P, C)
         u_y = linalg.chol_upper(linalg.symmetrize(z.T @ z + r))  # J Σ Jᵀ + R = U_yᵀ U_y
         mu = mu + root.isd * _apply_f(root, z @ linalg.solve_spd_factor(u_y, (y - yhat)[:, None])[:, 0])
-        j_all, _ = linalg.project_columns(w_tilde, w_tilde.shape[1])  # all L + C directions, descending
-        w = j_all[:, :rank]
+        # truncation: eigen-weights of the (n, n) Gram W̃ᵀW̃, then the kept and the discarded directions as two
+        # GEMMs of W̃ (slicing one (P, n) product costs more than the second GEMM on XLA:CPU)
+        wts, _ = linalg.project_weights(w_tilde.T @ w_tilde, w_tilde.shape[1])  # all L + C directions, descending
+        w = w_tilde @ wts[:rank].T  # (P, L)
         ups = state.prec_diag
         if not spherical:
-            ups = ups + jnp.sum(j_all[:, rank:] ** 2, axis=1)
+            ups = ups + jnp.sum((w_tilde @ wts[rank:].T) ** 2, axis=1)  # W× (P, C)
         return state._replace(mean=mu, prec_diag=ups, prec_lr=w)
 
     def predictive(state: LoFiState, x) -> tuple[Array, Array]:
