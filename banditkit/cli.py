@@ -18,8 +18,6 @@ import sys
 import time
 from collections.abc import Sequence
 
-from banditkit import memory
-
 DEMO_AGENTS = {
     "HiLoFi-TS": "hilofi-thompson",
     "LoFi-TS": "lofi-thompson",
@@ -307,7 +305,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``banditkit`` console script; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     prog = "banditkit"
-    memory.keep_freed_memory()  # reuse large XLA buffers instead of page-faulting them in every step
     try:
         args = build_parser().parse_args(argv)
         prog = f"banditkit {args.command}"

@@ -8,10 +8,12 @@ with glibc's defaults against ~4 ms with the memory kept; one predict + update o
 1M-parameter MLP at rank 10 went from 42 / 35 / 46 ms to 14 / 13 / 13 ms (same load).
 
 :func:`keep_freed_memory` tells glibc to serve large blocks from the heap and to keep freed memory for reuse
-(``mallopt``: ``M_MMAP_THRESHOLD`` 1 GiB, ``M_TRIM_THRESHOLD`` 2 GiB, ``M_TOP_PAD`` 256 MiB).  The cost is that
-the process keeps its peak heap instead of returning it to the system.  It is a setting of the whole process,
-so the library never applies it on import: the ``banditkit`` command line and the benchmark scripts call it, and
-a user's own script may.  ``BANDITKIT_MALLOC=system`` in the environment turns it off everywhere.
+(``mallopt``: ``M_MMAP_THRESHOLD`` 1 GiB, ``M_TRIM_THRESHOLD`` 2 GiB, ``M_TOP_PAD`` 256 MiB).  It is not free: the
+process keeps its peak heap, and for factors well below 32 MiB it was slower in back-to-back runs here (HiLoFi rank
+50 on LeNet5, 12 MB factors: 4.1–4.4 ms per step with glibc's defaults, 5.0–5.4 ms with this).  It is a setting of
+the whole process, so nothing in banditkit applies it: call it from a script whose factors are tens of MB or more
+(``bench_speed.py --keep-freed-memory`` measures both).  ``BANDITKIT_MALLOC=system`` in the environment makes it a
+no-op.
 """
 
 from __future__ import annotations

@@ -374,13 +374,16 @@ def main(argv=None) -> None:
     ap.add_argument("--ekf-max-params", type=int, default=3000)
     ap.add_argument("--quick", action="store_true", help="5 warm-up + 10 timed steps; LeNet, 10k and 100k MLPs")
     ap.add_argument("--verbose", action="store_true")
-    ap.add_argument("--system-malloc", action="store_true",
-                    help="keep glibc's default allocator settings (else banditkit.memory.keep_freed_memory())")
+    ap.add_argument("--keep-freed-memory", action="store_true",
+                    help="call banditkit.memory.keep_freed_memory() first (faster for factors above 32 MiB, slower "
+                         "for small ones)")
     args = ap.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
-    args.malloc = "glibc defaults" if args.system_malloc else (
-        "large blocks kept for reuse (banditkit.memory.keep_freed_memory)" if bk.memory.keep_freed_memory()
-        else "defaults (keep_freed_memory not available here)")
+    args.malloc = "glibc defaults"
+    if args.keep_freed_memory:
+        kept = bk.memory.keep_freed_memory()
+        args.malloc = ("large blocks kept for reuse (banditkit.memory.keep_freed_memory)" if kept
+                       else "glibc defaults (keep_freed_memory not available here)")
     if args.quick:
         args.warmup, args.steps, args.floor_reps, args.idle_wait = 5, 10, 10, 0.5
         if args.configs == ap.get_default("configs"):

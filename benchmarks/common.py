@@ -29,8 +29,6 @@ import pandas as pd
 
 import banditkit as bk
 
-bk.memory.keep_freed_memory()  # every benchmark process: large buffers reused (BANDITKIT_MALLOC=system: off)
-
 
 # ------------------------------------------------------------------------------------------------ command line
 def parser(description: str, *, steps: int, seeds: int) -> argparse.ArgumentParser:
