@@ -75,7 +75,7 @@ class _Root(NamedTuple):
 
     isd: Array  # (P,) Υ^{-1/2}
     b: Array  # (P, n) B = Υ^{-1/2} W
-    k: Array  # (n, n) K = Uᵀ diag(c) U over the kept eigenvectors of BᵀB (see _cov_root)
+    k: Array  # (n, n) K = U diag(c) Uᵀ over the kept eigenvectors of BᵀB (see _cov_root)
 
 
 def _cov_root(prec_diag: Array, prec_lr: Array) -> _Root:
@@ -102,6 +102,11 @@ def _apply_f(root: _Root, z: Array) -> Array:
     # P = 60,941, n = 51)
     btz = z @ root.b if z.ndim == 1 else (z.T @ root.b).T
     return z - root.b @ (root.k @ btz)
+
+
+def _root_jac(root: _Root, jac: Array) -> Array:
+    """``Sᵀ Jᵀ = F Υ^{-1/2} Jᵀ`` ``(P, C)`` for ``J (C, P)``: ``J Σ Jᵀ`` is its Gram (PSD by construction)."""
+    return _apply_f(root, root.isd[:, None] * jac.T)
 
 
 def _solve_dlr(prec_diag: Array, prec_lr: Array, v: Array) -> Array:
@@ -229,7 +234,7 @@ def lofi(
         # Σ = S Sᵀ (S = Υ^{-1/2} F): the same as (Υ + W̃W̃ᵀ)⁻¹ Jᵀ R⁻¹ e, but its root is the one `sample` and
         # `predictive` take of this state, so a jitted sample-then-update step computes the (P, L) Gram once
         root = _cov_root(state.prec_diag, state.prec_lr)
-        z = _apply_f(root, root.isd[:, None] * jac.T)  # Sᵀ Jᵀ (P, C)
+        z = _root_jac(root, jac)  # Sᵀ Jᵀ (P, C)
         u_y = linalg.chol_upper(linalg.symmetrize(z.T @ z + r))  # J Σ Jᵀ + R = U_yᵀ U_y
         mu = mu + root.isd * _apply_f(root, z @ linalg.solve_spd_factor(u_y, (y - yhat)[:, None])[:, 0])
         # truncation: eigen-weights of the (n, n) Gram W̃ᵀW̃, then the kept and the discarded directions as two
@@ -243,8 +248,7 @@ def lofi(
 
     def predictive(state: LoFiState, x) -> tuple[Array, Array]:
         yhat, jac, r = linearize(_obs_fn(x), state.mean, likelihood)
-        root = _cov_root(state.prec_diag, state.prec_lr)
-        fz = _apply_f(root, root.isd[:, None] * jac.T)  # F Υ^{-1/2} Jᵀ (P, C)
+        fz = _root_jac(_cov_root(state.prec_diag, state.prec_lr), jac)  # F Υ^{-1/2} Jᵀ (P, C)
         return yhat, linalg.symmetrize(fz.T @ fz + r)
 
     def sample(key: Array, state: LoFiState):
