@@ -94,7 +94,7 @@ def _seed002(args) -> None:
     for mname in models:
         model = MLP(features=(50,), out=10) if mname == "mlp1" else LeNet5(out=10)
         agents = common.seed002_agents(num_actions=10, warmup_per_arm=20, sgd_lr=0.8, nl_buffers=(50, 4800),
-                                       nl_lr=0.01, model=model)
+                                       nl_lr=0.01, model=model, full_feedback=(range(args.seeds), args.steps))
         agents = common.select(agents, args.agents)
         print(f"== MNIST seed002 {mname}: {list(agents)}, {args.steps} steps, {args.seeds} seeds", flush=True)
         def write(res, mname=mname) -> None:
@@ -144,7 +144,12 @@ def _write_seed002(args, env, res, mname: str) -> None:
                "Random-subspace EKF: basis through the initial weights, no warm-up fit (banditkit's "
                "subspace_ekf without warm-up); the reference drew it around the warm-up fit.",
                "Diagonal EKF starts at the random initial weights (the reference started at θ = 0, which "
-               "makes it near chance)."])
+               "makes it near chance).",
+               "Diagnostics, not bandit protocols (run only when named in --agents): `ekf_sub_svd_r1e-3` takes the "
+               "reference's observation noise 1e-3; `ekf_sub_svd_fullwarm` fits the warm-up SGD to the full "
+               "one-hot labels of the 200 warm-up images (the reference code's loss, a label leak) with the "
+               "loss averaged over the 10 outputs as the reference's `l2_loss(...).mean()` does; "
+               "`ekf_sub_svd_fullwarm_r1e-3` both (the reference's setup)."])
 
 
 def main(argv=None) -> None:

@@ -36,7 +36,7 @@ def main(argv=None) -> None:
     tic = time.perf_counter()
     env = gym.make("banditkit/MovieLens-v0", max_steps=args.steps, rank=args.rank, num_movies=args.num_movies)
     agents = common.seed002_agents(num_actions=int(env.unwrapped.num_actions), warmup_per_arm=2, sgd_lr=0.8,
-                                   nl_buffers=(50, 4800), nl_lr=0.01)
+                                   nl_buffers=(50, 4800), nl_lr=0.01, full_feedback=(range(args.seeds), args.steps))
     extra = common.seed003_agents(eps_greedy=False)
     agents.update({k: extra[k] for k in ("hilofi_ts", "hilofi_ts_qlast0", "lofi_ts")})
     agents = common.select(agents, args.agents)
@@ -64,7 +64,11 @@ def _write(args, env, res) -> None:
                "Paper (text only, Fig. 3): EKF-subspace best by a large margin, then linear, then neural-linear, "
                "then diagonal EKF in the original space.",
                "Random-subspace EKF: basis through the initial weights, no warm-up fit.",
-               "HiLoFi / LoFi use seed 003's MNIST hyper-parameters unchanged (no tuning)."])
+               "HiLoFi / LoFi use seed 003's MNIST hyper-parameters unchanged (no tuning).",
+               "Diagnostics, not bandit protocols (only when named in --agents): `ekf_sub_svd_r1e-3` takes the "
+               "reference's observation noise 1e-3; `ekf_sub_svd_fullwarm` fits the warm-up SGD to every arm's "
+               "rating of the warm-up users (the reference code's full-information fit); "
+               "`ekf_sub_svd_fullwarm_r1e-3` both."])
 
 
 if __name__ == "__main__":

@@ -63,9 +63,10 @@ def check_args(args: argparse.Namespace) -> None:
 
 
 def select(agents: dict, subset: str) -> dict:
-    """The agents named in ``subset`` (comma list; empty = all); unknown names raise ``SystemExit``."""
+    """The agents named in ``subset`` (comma list; empty = all but the diagnostics, factories marked
+    ``diagnostic``); unknown names raise ``SystemExit``."""
     if not subset:
-        return agents
+        return {n: f for n, f in agents.items() if not getattr(f, "diagnostic", False)}
     names = [s.strip() for s in subset.split(",") if s.strip()]
     unknown = [n for n in names if n not in agents]
     if unknown:
@@ -131,9 +132,12 @@ def run_agents(env, agents: dict[str, Callable], steps: int, seeds: int | Sequen
         marks: list[float] = []
         parts: list[pd.DataFrame] = []
 
-        def on_chunk(df, tic=tic, marks=marks, parts=parts):
+        health: dict = {}
+
+        def on_chunk(df, tic=tic, marks=marks, parts=parts, health=health):
             marks.append(time.perf_counter())
             parts.append(df)
+            health.update(df.attrs.get("nonfinite", {}))
             late = int(df["step"].max()) < steps - 1
             if late and (_STOP["flag"] or (max_agent_s is not None and marks[-1] - marks[0] > max_agent_s)):
                 raise _TimeCap()
@@ -151,7 +155,8 @@ def run_agents(env, agents: dict[str, Callable], steps: int, seeds: int | Sequen
             per_chunk = float(np.mean(gaps[1:])) if len(gaps) > 1 else float(gaps[0])
             run_s = per_chunk * len(gaps)
             t = dict(compile_s=max(float(gaps[0]) - per_chunk, 0.0), run_s=run_s, per_step_s=run_s / done,
-                     steps=done, seeds=int(df["seed"].nunique()), mode="compiled", truncated=True)
+                     steps=done, seeds=int(df["seed"].nunique()), mode="compiled", truncated=True,
+                     nonfinite=dict(health))
             log(f"[{name}] stopped ({'SIGUSR1' if _STOP['flag'] else 'time cap'}) after {done} of {steps} rounds")
         except Exception as e:  # noqa: BLE001 - reported in the table
             failures[name] = f"{type(e).__name__}: {e}"
@@ -460,8 +465,59 @@ def _agent(spec: str, post: dict | None = None, **kw) -> Callable:
     return factory
 
 
+class FullFeedbackWarmup(bk.agents.BanditAgent):
+    """Diagnostic, not a bandit protocol: seed 002's reference warm-up fit, which regresses *every* arm's reward on
+    the τ warm-up contexts (its loss reads the full one-hot label vectors, ``seed-002-subspace-bandits.md`` §7)
+    instead of only the pulled arm's.  The filter still sees only the pulled arms' rewards.
+
+    ``targets_env`` / ``targets_seeds`` / ``targets_steps``: the env and the run's seeds and length; the agent reads
+    each seed's first τ contexts and reward rows from ``env.functional(seed, steps)`` and, inside the (vmapped)
+    warm-up, picks the seed whose contexts equal the buffer's.  No exact match gives NaN targets, so the runner
+    flags the seed as non-finite instead of fitting the wrong labels.
+    """
+
+    def __init__(self, *args, targets_env=None, targets_seeds: Sequence[int] = (), targets_steps: int = 0,
+                 **kwargs):
+        super().__init__(*args, **kwargs)
+        if targets_env is None or not targets_seeds or self.warmup_steps < 1:
+            raise ValueError("FullFeedbackWarmup needs targets_env, targets_seeds and warmup_steps >= 1")
+        u = getattr(targets_env, "unwrapped", targets_env)
+        tau, ctx, tgt = self.warmup_steps, [], []
+        for seed in targets_seeds:
+            fb = u.functional(int(seed), int(targets_steps))
+            ctx.append(np.asarray(fb.contexts)[np.asarray(fb.index)[:tau]])
+            tgt.append(np.asarray(fb.rewards)[:tau])
+        self._warm_contexts = np.stack(ctx).astype(np.float32)  # (S, τ, *context)
+        self._warm_targets = np.stack(tgt).astype(np.float32)  # (S, τ, K)
+
+    def warmup(self, key, state, targets=None):
+        import jax.numpy as jnp
+
+        if targets is None and self.is_subspace:
+            buf = jnp.asarray(state.warmup.contexts, jnp.float32)
+            ctx = jnp.asarray(self._warm_contexts)
+            dist = jnp.sum(jnp.abs(ctx - buf[None]).reshape(ctx.shape[0], -1), axis=1)
+            i = jnp.argmin(dist)
+            targets = jnp.where(dist[i] == 0, jnp.asarray(self._warm_targets)[i], jnp.nan)
+        return super().warmup(key, state, targets)
+
+
+def full_feedback_warmup(spec: str, post: dict | None, seeds: Sequence[int], steps: int, **kw) -> Callable:
+    """Factory for a :class:`FullFeedbackWarmup` agent (``spec``, ``post``, ``kw`` as for the other agents)."""
+    from banditkit.agents import make_agent
+
+    def factory(env):
+        return make_agent(spec, env, posterior_kwargs=dict(post or {}), agent_class=FullFeedbackWarmup,
+                          targets_env=env, targets_seeds=list(seeds), targets_steps=steps, **kw)
+
+    factory.spec = spec
+    factory.hyper = dict(post or {}, warmup="full feedback (diagnostic)", **kw)
+    return factory
+
+
 def seed002_agents(*, num_actions: int, warmup_per_arm: int, dim: int = 470, sgd_lr: float = 0.8,
-                   nl_buffers: tuple[int, int] = (50, 4800), nl_lr: float = 0.01, model=None) -> dict[str, Callable]:
+                   nl_buffers: tuple[int, int] = (50, 4800), nl_lr: float = 0.01, model=None,
+                   full_feedback: tuple[Sequence[int], int] | None = None) -> dict[str, Callable]:
     """Seed 002's agents with the reference code's hyper-parameters (``seed-002-subspace-bandits.md`` §7).
 
     * ``ekf_sub_svd`` / ``ekf_sub_svd_diag``: τ = ``warmup_per_arm · K`` round-robin pulls, 1000 SGD steps
@@ -475,6 +531,11 @@ def seed002_agents(*, num_actions: int, warmup_per_arm: int, dim: int = 470, sgd
     * ``diag_ekf``: diagonal EKF over all weights (``init_cov 1e-3``, seed 002's tabular EKF-Orig prior).
 
     All use Thompson sampling.  ``model`` overrides the env's default network (e.g. MLP1 vs LeNet5 on MNIST).
+
+    ``full_feedback = (seeds, steps)`` adds two diagnostics that are NOT bandit protocols (they read labels a bandit
+    never reveals): ``ekf_sub_svd_fullwarm`` fits the warm-up SGD to every arm's reward, as the reference code
+    does (:class:`FullFeedbackWarmup`), and ``ekf_sub_svd_fullwarm_r1e-3`` also takes the reference's observation
+    noise 1e-3 — together they are the reference's setup.
     """
     import optax
 
@@ -483,7 +544,16 @@ def seed002_agents(*, num_actions: int, warmup_per_arm: int, dim: int = 470, sgd
     m = {} if model is None else dict(model=model)
     nl = dict(train_every=100, n_train_steps=100, optimizer=optax.sgd(nl_lr, momentum=0.9), a0=6.0, b0=6.0,
               init_cov=4.0)
-    return {
+    diag = {}
+    if full_feedback is not None:
+        fseeds, fsteps = full_feedback
+        diag = {
+            "ekf_sub_svd_fullwarm": full_feedback_warmup("subspace_ekf-thompson", dict(init_cov=1e-4), fseeds, fsteps,
+                                                         **sub, **m),
+            "ekf_sub_svd_fullwarm_r1e-3": full_feedback_warmup("subspace_ekf-thompson", dict(init_cov=1e-4), fseeds,
+                                                               fsteps, obs_noise=1e-3, **sub, **m),
+        }
+    agents = {
         "ekf_sub_svd": _agent("subspace_ekf-thompson", dict(init_cov=1e-4), **sub, **m),
         # The reference code's observation noise: R = 0 plus 1e-3 jitter on S (seed-002 digest §7), instead of
         # banditkit's agent default Gaussian(0.1) that every other agent here uses.
@@ -502,6 +572,10 @@ def seed002_agents(*, num_actions: int, warmup_per_arm: int, dim: int = 470, sgd
         "linear": _agent("linear-thompson", dict(init_cov=4.0, noise="nig", a0=6.0, b0=6.0)),
         "diag_ekf": _agent("diag_ekf-thompson", dict(init_cov=1e-3), **m),
     }
+    agents["ekf_sub_svd_r1e-3"].diagnostic = True
+    for f in diag.values():
+        f.diagnostic = True
+    return agents | diag
 
 
 def seed003_agents(*, rank: int = 50, rank_last: int = 100, q: float = 1e-6, cov: float = 0.1,

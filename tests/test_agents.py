@@ -161,6 +161,13 @@ def test_make_agent_uses_the_env_default_model():
     with pytest.raises(ValueError, match="BayesOpt"):
         make_agent("hilofi-ei", SimpleNamespace(unwrapped=SimpleNamespace(num_actions=1, task="bo")))
 
+    class Mine(BanditAgent):
+        pass
+
+    assert type(make_agent("lofi-ucb", _env("mlp"), agent_class=Mine)) is Mine
+    with pytest.raises(TypeError, match="BanditAgent subclass"):
+        make_agent("lofi-ucb", _env("mlp"), agent_class=dict)
+
 
 def test_subspace_warmup_round_robin_then_fit():
     if not hasattr(bk.posteriors, "subspace_ekf"):
@@ -193,3 +200,27 @@ def test_subspace_warmup_round_robin_then_fit():
     flat = jax.flatten_util.ravel_pytree(post.mean(state.posterior))[0]
     expect = state.posterior.offset + state.warmup.basis @ state.posterior.inner.mean
     np.testing.assert_allclose(np.asarray(flat), np.asarray(expect), rtol=1e-5, atol=1e-6)
+
+
+def test_subspace_warmup_with_full_targets_fits_every_arm():
+    """``warmup(key, state, targets)`` regresses all K outputs on the warm-up contexts (loss averaged over them),
+    with the filter still fed the pulled arms only; the bandit-feedback default fits a different trajectory."""
+    tau, k = 4, 2
+    agent = BanditAgent(MLP(features=(4,), out=k), "subspace_ekf", "thompson", warmup_steps=tau, subspace_dim=3,
+                        sgd_kwargs=dict(n_iters=20, skip=2), posterior_kwargs=dict(init_cov=0.5), reward_scale=2.0)
+    state = agent.init(jax.random.PRNGKey(0), XS[0])
+    for t in range(tau):
+        state = agent.observe(state, XS[t], t % k, float(REWARDS[t]))
+    targets = RNG.normal(size=(tau, k)).astype(np.float32)
+    key = jax.random.PRNGKey(7)
+    full = agent.warmup(key, state, targets)
+    basis, offset = bk.posteriors.subspace_from_sgd(
+        agent.model.apply, state.warmup.params, XS[:tau], targets / 2.0, dim=3, key=key, n_iters=20, skip=2,
+        mask=np.full((tau, k), 1.0 / k),
+    )
+    np.testing.assert_allclose(np.asarray(full.warmup.basis), np.asarray(basis), atol=1e-5)
+    np.testing.assert_allclose(np.asarray(full.posterior.offset), np.asarray(offset), atol=1e-6)
+    bandit = agent.warmup(key, state)
+    assert not np.allclose(np.asarray(bandit.posterior.offset), np.asarray(offset), atol=1e-4)
+    with pytest.raises(ValueError, match=r"shape \(4, 2\)"):
+        agent.warmup(key, state, targets[:, :1])

@@ -247,7 +247,11 @@ def test_compiled_run_warns_when_the_agent_state_goes_nonfinite():
 
     agent = BanditAgent(MLP(features=(8,), out=3), "replay_sgd", "greedy",
                         posterior_kwargs=dict(optimizer=optax.sgd(1e8), buffer_size=4, n_inner=5))
+    chunks = []
     with pytest.warns(RuntimeWarning, match=r"non-finite.*seed\(s\) \[0, 1\]"):
-        df = run(ToyBandit(), agent, 30, [0, 1], compiled=True, chunk_size=10, name="diverges")
+        df = run(ToyBandit(), agent, 30, [0, 1], compiled=True, chunk_size=10, name="diverges",
+                 on_chunk=lambda c: chunks.append(dict(c.attrs["nonfinite"])))
     bad = df.attrs["timing"]["diverges"]["nonfinite"]
     assert set(bad) == {0, 1} and all(r in (10, 20, 30) for r in bad.values())
+    # each chunk says what was known when it finished (a caller that stops early still learns it)
+    assert len(chunks) == 3 and chunks[-1] == bad and all(c.items() <= bad.items() for c in chunks)

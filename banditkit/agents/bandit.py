@@ -343,11 +343,19 @@ class BanditAgent:
             )
 
     # ---------------------------------------------------------------------------------------------------------
-    def warmup(self, key: Array, state: AgentState) -> AgentState:
+    def warmup(self, key: Array, state: AgentState, targets: Array | None = None) -> AgentState:
         """Fit the subspace from the warm-up buffer (``subspace_ekf``), else the identity.  Pure and jittable.
 
         ``θ*, A = subspace_from_sgd(f, θ_0, warm-up data, dim=d, mask=pulled arm)``; the posterior restarts at
         ``z = 0`` (``θ = θ*``) and filters the τ warm-up observations (predict after each update).
+
+        ``targets``: optional ``(τ, K)`` rewards of *every* arm for the τ warm-up contexts (raw rewards, as the
+        env pays them), when they are known — a labelled warm-up set.  The SGD fit then regresses all K outputs,
+        with the per-example loss averaged over them (``(1/K) Σ_k ½(f_k − y_k)²``, the same scale as the bandit
+        fit's one observed entry ``½(f_a − y_a)²``, so one learning rate serves both); the filter still sees only
+        the pulled arms' rewards.  This is what seed 002's reference code does (its warm-up loss,
+        ``l2_loss(...).mean()``, reads the full one-hot label vectors); the default ``None`` is bandit feedback.
+        Multi-head models only.
         """
         if not (self.is_subspace and self.warmup_steps > 0):
             return state
@@ -362,6 +370,17 @@ class BanditAgent:
             xs = buf.contexts
             onehot = jax.nn.one_hot(buf.actions, k, dtype=buf.rewards.dtype)
             ys, mask, fit_apply = onehot * buf.rewards[:, None], onehot, self.model.apply
+        if targets is not None:
+            want = (self.warmup_steps, k)
+            if self.per_arm or tuple(jnp.shape(targets)) != want:
+                raise ValueError(
+                    f"warmup targets must have shape {want} (every arm's reward for each warm-up context) and need "
+                    f"a multi-head model; got shape {tuple(jnp.shape(targets))}"
+                    + (" with a per-arm model" if self.per_arm else "")
+                )
+            scale = jnp.asarray(self.reward_scale, buf.rewards.dtype)
+            ys = jnp.asarray(targets, buf.rewards.dtype) / scale
+            mask = jnp.full(ys.shape, 1.0 / k, ys.dtype)  # the mean over the K observed entries
         opts = dict(n_iters=500, learning_rate=0.05, skip=2)
         opts.update(self.sgd_kwargs)
         basis, offset = subspace_from_sgd(

@@ -149,6 +149,7 @@ def make_agent(
     model=None,
     posterior_kwargs: dict | None = None,
     policy_kwargs: dict | None = None,
+    agent_class: type[BanditAgent] | None = None,
     **agent_kwargs,
 ) -> BanditAgent:
     """Agent for ``env`` from a spec string (``"hilofi-thompson"``, ``"lofi-ucb"``, ``"eps_greedy"``, ...).
@@ -159,6 +160,7 @@ def make_agent(
         ``default_model`` and optionally ``reward_scale`` (else estimated: :func:`reward_scale`).
       model: override the default reward model.
       posterior_kwargs / policy_kwargs: override :data:`DEFAULT_HYPER` / the policy's defaults.
+      agent_class: a :class:`BanditAgent` subclass to build instead (same constructor).
       agent_kwargs: passed to :class:`BanditAgent` (``likelihood``, ``obs_noise``, ``warmup_steps``, ...).
     """
     post_name, pol_name = parse_spec(spec)
@@ -187,7 +189,10 @@ def make_agent(
     if post_name == "subspace_ekf":
         kwargs["warmup_steps"] = 10 * int(u.num_actions)
     kwargs.update(agent_kwargs)
-    agent = BanditAgent(model if model is not None else default, factory, policy, posterior_kwargs=hyper, **kwargs)
+    cls = BanditAgent if agent_class is None else agent_class
+    if not (isinstance(cls, type) and issubclass(cls, BanditAgent)):
+        raise TypeError(f"agent_class must be a BanditAgent subclass, got {cls!r}")
+    agent = cls(model if model is not None else default, factory, policy, posterior_kwargs=hyper, **kwargs)
     agent.spec = spec
     agent.posterior_name = post_name
     return agent

@@ -281,6 +281,7 @@ def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink):
                     nonfinite[int(s)] = t0 + keep
             a, r, e, o = (np.asarray(x)[:n, :keep] for x in out)
             df = _frame(name, seeds, a, r, e, o, offsets, start=t0)
+            df.attrs["nonfinite"] = dict(nonfinite)  # so far: seed -> the round by which its state went NaN/inf
             offsets = df.groupby("seed", sort=False)["cumulative_regret"].last().reindex(seeds).to_numpy()
             sink.add(df)
             if bar is not None:
@@ -434,7 +435,9 @@ def run(
       name: the ``agent`` column (default: the spec string or ``agent.name``).
       chunk_size: rounds per compiled chunk (progress / saving granularity; default ``ceil(steps / 20)``, at
         least 100).
-      on_chunk: called with each finished chunk's rows (a DataFrame) — e.g. to save partial results.
+      on_chunk: called with each finished chunk's rows (a DataFrame) — e.g. to save partial results.  In the
+        compiled loop its ``attrs["nonfinite"]`` maps the seeds whose agent state has gone NaN/inf so far to the
+        round by which it had (the same check as the run's ``timing[name]["nonfinite"]``).
       csv_path: append each finished chunk to this CSV (header written once), so an interrupted run keeps what it
         finished.
 
