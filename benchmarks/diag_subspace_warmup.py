@@ -82,7 +82,8 @@ def main(argv=None) -> None:
                 theta = agent.posterior_for(state).mean(state.posterior)
                 finite = not bk.debug.nonfinite_fields(state.posterior.offset)
                 sl = slice(tau, tau + args.eval)
-                pred = np.argmax(np.asarray(jax.vmap(lambda x, th=theta: agent.model.apply(th, x))(ctx[sl])), 1)
+                apply = agent.model.apply
+                pred = np.argmax(np.asarray(jax.vmap(lambda x, th=theta, f=apply: f(th, x))(ctx[sl])), 1)
                 acc = float(np.mean(pred == labels[sl])) if finite else float("nan")
                 rows.append(dict(model=mname, seed=seed, warmup="full information (reference)" if full else "bandit",
                                  sgd_finite=finite, greedy_accuracy=acc, fit_s=secs))
@@ -100,7 +101,8 @@ def _write_md(df: pd.DataFrame, args) -> None:
              f"200–{200 + args.eval} (no filtering).  'bandit' = banditkit's fit (the pulled arm's reward only); "
              "'full information' = the reference code's fit on the one-hot labels of the warm-up images (a label "
              "leak; diagnostic only).  NaN accuracy = the SGD diverged (non-finite θ*).", "",
-             "| model | warm-up fit | seeds | finite fits | greedy accuracy of θ* (mean ± s.e. over finite) | per seed |",
+             "| model | warm-up fit | seeds | finite fits | greedy accuracy of θ* (mean ± s.e. over finite) "
+             "| per seed |",
              "|---|---|---|---|---|---|"]
     for (mname, warm), g in df.groupby(["model", "warmup"], sort=False):
         ok = g[g.sgd_finite]
