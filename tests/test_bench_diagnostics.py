@@ -1,0 +1,70 @@
+"""benchmarks/common: the full-feedback warm-up diagnostic agent picks its seed's labels, and a time-capped agent
+keeps the runner's non-finite flag."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import jax
+import numpy as np
+import optax
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from test_experiments import ToyBandit  # noqa: E402
+
+from banditkit.agents import BanditAgent  # noqa: E402
+from banditkit.models import MLP  # noqa: E402
+from benchmarks import common  # noqa: E402
+
+TAU, STEPS = 6, 12
+
+
+def _filled(agent, fb, seed):
+    """Agent state after the τ round-robin warm-up rounds of ``fb`` (what the runner's buffer holds at round τ)."""
+    ctx = np.asarray(fb.contexts)[np.asarray(fb.index)]
+    state = agent.init(jax.random.PRNGKey(seed), ctx[0])
+    k = agent.num_actions
+    for t in range(TAU):
+        state = agent._observe(state, ctx[t], t % k, fb.rewards[t, t % k])
+    return state
+
+
+def test_full_feedback_warmup_uses_the_matching_seeds_targets():
+    env = ToyBandit()
+    factory = common.full_feedback_warmup("subspace_ekf-thompson", dict(init_cov=0.5), [0, 1], STEPS,
+                                          model=MLP(features=(4,), out=3), subspace_dim=3, warmup_steps=TAU,
+                                          sgd_kwargs=dict(n_iters=20, skip=2))
+    agent = factory(env)
+    assert isinstance(agent, common.FullFeedbackWarmup)
+    key = jax.random.PRNGKey(3)
+    fb1 = env.functional(1, STEPS)
+    state = _filled(agent, fb1, 1)
+    got = agent.warmup(key, state)
+    want = BanditAgent.warmup(agent, key, state, fb1.rewards[:TAU])
+    np.testing.assert_allclose(np.asarray(got.posterior.offset), np.asarray(want.posterior.offset), atol=1e-6)
+    bandit = BanditAgent.warmup(agent, key, state)
+    assert not np.allclose(np.asarray(got.posterior.offset), np.asarray(bandit.posterior.offset), atol=1e-4)
+    # contexts of neither seed: NaN targets, so the runner flags the state instead of fitting wrong labels
+    alien = state._replace(warmup=state.warmup._replace(contexts=state.warmup.contexts + 1.0))
+    assert np.all(np.isnan(np.asarray(agent.warmup(key, alien).posterior.offset)))
+
+
+def test_seed002_diagnostics_stay_out_of_the_default_agent_set():
+    agents = common.seed002_agents(num_actions=3, warmup_per_arm=2, full_feedback=([0], STEPS))
+    assert {"ekf_sub_svd_fullwarm", "ekf_sub_svd_fullwarm_r1e-3", "ekf_sub_svd_r1e-3"} <= set(agents)
+    default = common.select(agents, "")
+    assert "ekf_sub_svd" in default and not any("fullwarm" in n or "r1e-3" in n for n in default)
+    assert list(common.select(agents, "ekf_sub_svd_fullwarm")) == ["ekf_sub_svd_fullwarm"]
+
+
+def test_time_capped_agent_keeps_the_nonfinite_flag():
+    def diverging(env):
+        return BanditAgent(MLP(features=(8,), out=3), "replay_sgd", "greedy",
+                           posterior_kwargs=dict(optimizer=optax.sgd(1e8), buffer_size=4, n_inner=5))
+
+    res = common.run_agents(ToyBandit(), {"diverges": diverging}, 40, [0, 1], chunk=10, max_agent_s=0.0,
+                            log=lambda s: None)
+    t = res.timing["diverges"]
+    assert t["truncated"] and t["steps"] < 40
+    assert set(t["nonfinite"]) == {0, 1}
