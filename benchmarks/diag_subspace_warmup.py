@@ -32,28 +32,33 @@ import pandas as pd
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import banditkit as bk  # noqa: E402
-from banditkit.experiments.runner import WARMUP_KEY  # noqa: E402
+from banditkit.agents.bandit import WARMUP_KEY  # noqa: E402
 from banditkit.models import MLP, LeNet5  # noqa: E402
 from benchmarks import common  # noqa: E402
 
 STEPS = 5000  # the protocol's length: the runner draws each seed's image order for this many rounds
 
 
-def fit(agent, fb, seed: int, full: bool) -> tuple[object, float]:
-    """The warm-up as the compiled runner does it: init with the seed's first key, τ round-robin rounds, the fit
-    with the key the runner derives at round τ.  Returns the agent state after the fit and the fit's seconds."""
+def warmup_rounds(agent, fb, seed: int) -> tuple[object, jax.Array]:
+    """The agent state after the τ round-robin warm-up rounds of ``fb`` as the compiled runner plays them (init with
+    the seed's first key), and the key the runner gives the warm-up fit at round τ."""
     ctx = np.asarray(fb.contexts)[np.asarray(fb.index)]
     rewards = np.asarray(fb.rewards)
     keys = jax.random.split(jax.random.PRNGKey(seed))
     state = agent.init(keys[0], ctx[0])
     tau, k = agent.warmup_steps, agent.num_actions  # K is known after init
-    observe = jax.jit(agent._observe)
     for t in range(tau):
-        state = observe(state, ctx[t], t % k, rewards[t, t % k])
-    targets = rewards[:tau] if full else None
-    key = jax.random.fold_in(jax.random.fold_in(keys[1], tau), WARMUP_KEY)
+        state = agent._jit_observe(state, ctx[t], t % k, rewards[t, t % k])
+    return state, jax.random.fold_in(jax.random.fold_in(keys[1], tau), WARMUP_KEY)
+
+
+def fit(agent, fb, seed: int, full: bool) -> tuple[object, float]:
+    """The warm-up fit as the runner does it, on the pulled arms' rewards or (``full``) on every arm's.  Returns the
+    agent state after the fit and the fit's seconds (the first call per agent and loss includes compilation)."""
+    state, key = warmup_rounds(agent, fb, seed)
+    targets = np.asarray(fb.rewards)[: agent.warmup_steps] if full else None
     tic = time.perf_counter()
-    state = jax.block_until_ready(jax.jit(agent.warmup)(key, state, targets))
+    state = jax.block_until_ready(agent._jit_warmup(key, state, targets))
     return state, time.perf_counter() - tic
 
 

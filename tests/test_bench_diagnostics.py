@@ -16,18 +16,9 @@ from test_experiments import ToyBandit  # noqa: E402
 from banditkit.agents import BanditAgent  # noqa: E402
 from banditkit.models import MLP  # noqa: E402
 from benchmarks import common  # noqa: E402
+from benchmarks.diag_subspace_warmup import warmup_rounds  # noqa: E402
 
 TAU, STEPS = 6, 12
-
-
-def _filled(agent, fb, seed):
-    """Agent state after the τ round-robin warm-up rounds of ``fb`` (what the runner's buffer holds at round τ)."""
-    ctx = np.asarray(fb.contexts)[np.asarray(fb.index)]
-    state = agent.init(jax.random.PRNGKey(seed), ctx[0])
-    k = agent.num_actions
-    for t in range(TAU):
-        state = agent._observe(state, ctx[t], t % k, fb.rewards[t, t % k])
-    return state
 
 
 def test_full_feedback_warmup_uses_the_matching_seeds_targets():
@@ -39,7 +30,7 @@ def test_full_feedback_warmup_uses_the_matching_seeds_targets():
     assert isinstance(agent, common.FullFeedbackWarmup)
     key = jax.random.PRNGKey(3)
     fb1 = env.functional(1, STEPS)
-    state = _filled(agent, fb1, 1)
+    state, _ = warmup_rounds(agent, fb1, 1)  # the buffer the runner holds at round τ
     got = agent.warmup(key, state)
     want = BanditAgent.warmup(agent, key, state, fb1.rewards[:TAU])
     np.testing.assert_allclose(np.asarray(got.posterior.offset), np.asarray(want.posterior.offset), atol=1e-6)
