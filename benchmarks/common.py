@@ -454,14 +454,17 @@ def plot_curve(cur: pd.DataFrame, path: str, *, title: str) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ agent sets
-def _agent(spec: str, post: dict | None = None, **kw) -> Callable:
+def _agent(spec: str, post: dict | None = None, *, per_env: Callable | None = None, note: dict | None = None,
+           **kw) -> Callable:
+    """Agent factory ``env -> make_agent(spec, env, posterior_kwargs=post, **kw)``.  ``per_env(env) -> dict``: extra
+    ``make_agent`` keywords that need the env (e.g. a diagnostic's labels); ``note``: extra entries for ``.hyper``."""
     from banditkit.agents import make_agent
 
     def factory(env):
-        return make_agent(spec, env, posterior_kwargs=dict(post or {}), **kw)
+        return make_agent(spec, env, posterior_kwargs=dict(post or {}), **kw, **(per_env(env) if per_env else {}))
 
     factory.spec = spec
-    factory.hyper = dict(post or {}, **kw)
+    factory.hyper = dict(post or {}, **(note or {}), **{k: v for k, v in kw.items() if k != "agent_class"})
     return factory
 
 
@@ -504,15 +507,8 @@ class FullFeedbackWarmup(bk.agents.BanditAgent):
 
 def full_feedback_warmup(spec: str, post: dict | None, seeds: Sequence[int], steps: int, **kw) -> Callable:
     """Factory for a :class:`FullFeedbackWarmup` agent (``spec``, ``post``, ``kw`` as for the other agents)."""
-    from banditkit.agents import make_agent
-
-    def factory(env):
-        return make_agent(spec, env, posterior_kwargs=dict(post or {}), agent_class=FullFeedbackWarmup,
-                          targets_env=env, targets_seeds=list(seeds), targets_steps=steps, **kw)
-
-    factory.spec = spec
-    factory.hyper = dict(post or {}, warmup="full feedback (diagnostic)", **kw)
-    return factory
+    return _agent(spec, post, agent_class=FullFeedbackWarmup, note=dict(warmup="full feedback (diagnostic)"),
+                  per_env=lambda env: dict(targets_env=env, targets_seeds=list(seeds), targets_steps=steps), **kw)
 
 
 def seed002_agents(*, num_actions: int, warmup_per_arm: int, dim: int = 470, sgd_lr: float = 0.8,

@@ -9,6 +9,7 @@ import sys
 import jax
 import numpy as np
 import optax
+import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from test_experiments import ToyBandit  # noqa: E402
@@ -36,9 +37,12 @@ def test_full_feedback_warmup_uses_the_matching_seeds_targets():
     np.testing.assert_allclose(np.asarray(got.posterior.offset), np.asarray(want.posterior.offset), atol=1e-6)
     bandit = BanditAgent.warmup(agent, key, state)
     assert not np.allclose(np.asarray(got.posterior.offset), np.asarray(bandit.posterior.offset), atol=1e-4)
-    # contexts of neither seed: NaN targets, so the runner flags the state instead of fitting wrong labels
+    # contexts of neither seed: NaN targets, so the (jitted) runner flags the state instead of fitting wrong labels;
+    # an eager call says the data is at fault
     alien = state._replace(warmup=state.warmup._replace(contexts=state.warmup.contexts + 1.0))
-    assert np.all(np.isnan(np.asarray(agent.warmup(key, alien).posterior.offset)))
+    assert np.all(np.isnan(np.asarray(jax.jit(agent.warmup)(key, alien).posterior.offset)))
+    with pytest.raises(FloatingPointError, match="contain NaN or inf"):
+        agent.warmup(key, alien)
 
 
 def test_seed002_diagnostics_stay_out_of_the_default_agent_set():

@@ -310,6 +310,27 @@ def test_subspace_from_sgd_basis_follows_the_trajectory():
     np.testing.assert_allclose(mean0, proj, atol=1e-4)
 
 
+def test_subspace_from_sgd_divergence_is_an_error_eagerly_and_clip_norm_prevents_it():
+    """A step size far past stability blows the SGD up: an eager call says so (and what to change), a jitted call
+    returns the NaN for the runner's health check, and ``clip_norm`` keeps the same run finite."""
+    model = MLP(features=(6,), out=2)
+    params = model.init(jax.random.PRNGKey(0), X0)
+    xs, ys = _stream(jax.random.PRNGKey(5), 32, 2)
+    ys = 100.0 * ys  # large residuals: gradients of order 1e2-1e3
+    kw = dict(dim=3, n_iters=60, skip=2, learning_rate=5.0)
+    with pytest.raises(FloatingPointError, match="diverged.*learning_rate=5.0.*clip_norm"):
+        P_.subspace_from_sgd(model.apply, params, xs, ys, **kw)
+    _, offset = jax.jit(lambda p: P_.subspace_from_sgd(model.apply, p, xs, ys, **kw))(params)
+    assert not np.all(np.isfinite(np.asarray(offset)))
+    basis, offset = P_.subspace_from_sgd(model.apply, params, xs, ys, clip_norm=1e-3, **kw)
+    assert np.all(np.isfinite(np.asarray(offset))) and np.all(np.isfinite(np.asarray(basis)))
+    theta0 = jax.flatten_util.ravel_pytree(params)[0]
+    # each clipped step moves θ by at most lr · c (momentum 0.9 at most multiplies that by 10)
+    assert float(jnp.linalg.norm(offset - theta0)) <= 60 * 5.0 * 1e-3 * 10 + 1e-6
+    with pytest.raises(ValueError, match="clip_norm"):
+        P_.subspace_from_sgd(model.apply, params, xs, ys, clip_norm=0.0, **kw)
+
+
 def test_bad_inputs_raise_clear_errors():
     model, apply_fn = _model(2)
     with pytest.raises(ValueError, match="method"):

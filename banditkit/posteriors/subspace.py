@@ -186,6 +186,7 @@ def subspace_from_sgd(
     loss: str | Callable[[Array, Array, Array], Array] = "mse",
     mask: Array | None = None,
     optimizer: optax.GradientTransformation | None = None,
+    clip_norm: float | None = None,
 ) -> tuple[Array, Array]:
     """Seed 002's learned subspace from a warm-up SGD trajectory.
 
@@ -207,6 +208,13 @@ def subspace_from_sgd(
         callable ``loss(f (C,), y (C,), w (C,)) -> scalar``.
       mask: optional ``(N, C)`` weights; bandit feedback fits only the pulled arm's output (one-hot mask).
       key: PRNG key for the minibatches (needed only with ``batch_size``).
+      clip_norm: optional bound on the gradient's L2 norm, ``g ← g · min(1, c/‖g‖)`` before the optimiser
+        (``optax.clip_by_global_norm``); a guard for large learning rates (the reference's 0.8 with momentum 0.9
+        diverges on some warm-up sets).  ``None`` (default) leaves the gradient as it is.
+
+    Raises ``FloatingPointError`` when the fit diverges (a non-finite final iterate) and the call is eager; under
+    ``jit`` / ``vmap`` the NaN is returned (no error is possible there) — the experiment runner's health check
+    flags it.
     """
     if isinstance(loss, str):
         if loss not in _LOSSES:
@@ -237,7 +245,11 @@ def subspace_from_sgd(
         )
     if batch_size is not None and key is None:
         raise ValueError("subspace_from_sgd: batch_size needs a PRNG key (key=jax.random.PRNGKey(...))")
+    if clip_norm is not None and not clip_norm > 0:
+        raise ValueError(f"subspace_from_sgd: clip_norm={clip_norm!r} must be > 0 (or None for no clipping)")
     opt = optimizer if optimizer is not None else optax.sgd(learning_rate, momentum=momentum)
+    if clip_norm is not None:
+        opt = optax.chain(optax.clip_by_global_norm(clip_norm), opt)
 
     def batch_loss(theta, idx):
         xb = jax.tree_util.tree_map(lambda a: a[idx], xs)
@@ -272,6 +284,31 @@ def subspace_from_sgd(
         return carry[0], kept
 
     theta_final, kept = jax.jit(run)(theta0)
+    _raise_if_diverged(theta_final, (theta0, ys, xs), n_iters, learning_rate if optimizer is None else None,
+                       clip_norm)
     centred = kept - jnp.mean(kept, axis=0, keepdims=True)
     _, _, vt = jnp.linalg.svd(centred, full_matrices=False)
     return vt[:dim].T, theta_final
+
+
+def _raise_if_diverged(theta: Array, inputs: PyTree, n_iters: int, learning_rate: float | None,
+                       clip_norm: float | None) -> None:
+    """Eager calls only: a non-finite final iterate is an error that says what to change (a no-op under tracing).
+    ``inputs``: the starting parameters and the data, blamed instead of the step size when they are non-finite."""
+    try:
+        finite = bool(jnp.all(jnp.isfinite(theta)))
+    except jax.errors.ConcretizationTypeError:  # traced (jit / vmap): the caller's health check sees the NaN
+        return
+    if finite:
+        return
+    if not all(bool(jnp.all(jnp.isfinite(a))) for a in jax.tree_util.tree_leaves(inputs)
+               if jnp.issubdtype(jnp.result_type(a), jnp.inexact)):
+        raise FloatingPointError(
+            "subspace_from_sgd: the starting parameters, inputs or targets contain NaN or inf; the fit cannot be "
+            "finite — check the warm-up data"
+        )
+    rate = f"learning_rate={learning_rate}" if learning_rate is not None else "the optimiser's step size"
+    raise FloatingPointError(
+        f"subspace_from_sgd: the warm-up SGD diverged (non-finite parameters after {n_iters} iterations); "
+        f"lower {rate}" + ("" if clip_norm is not None else " or pass clip_norm (e.g. 1.0) to bound the gradient")
+    )
