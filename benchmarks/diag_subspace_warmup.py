@@ -69,6 +69,8 @@ def main(argv=None) -> None:
     p.add_argument("--eval", type=int, default=1000, help="rounds after the warm-up whose images are classified")
     p.add_argument("--out", default="benchmarks/results")
     p.add_argument("--tag", default="mnist_seed002_warmup_fit")
+    p.add_argument("--clip-norm", type=float, default=None,
+                   help="subspace_from_sgd's clip_norm (gradient-norm bound); default: none, as the protocol")
     args = p.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     env = gym.make("banditkit/MNIST-v0", max_steps=STEPS, replace=False)
@@ -77,6 +79,8 @@ def main(argv=None) -> None:
     for mname in [m.strip() for m in args.models.split(",") if m.strip()]:
         model = MLP(features=(50,), out=10) if mname == "mlp1" else LeNet5(out=10)
         agent = common.seed002_agents(num_actions=10, warmup_per_arm=20, sgd_lr=0.8, model=model)["ekf_sub_svd"](env)
+        if args.clip_norm is not None:
+            agent.sgd_kwargs["clip_norm"] = args.clip_norm
         tau = agent.warmup_steps
         for seed in range(args.seeds):
             fb = u.functional(seed, STEPS)
@@ -102,7 +106,8 @@ def _write_md(df: pd.DataFrame, args) -> None:
     lines = ["# Seed 002 subspace EKF: the warm-up classifier θ* (MNIST)", "",
              f"**Command:** `{common.command_line()}`", "", f"**Machine:** {common.machine()}", "",
              "Per seed: the warm-up fit exactly as the benchmark runner does it (1000 full-batch SGD steps, "
-             "`sgd(0.8, 0.9)`, 200 round-robin rounds), then θ*'s greedy accuracy on the images of rounds "
+             "`sgd(0.8, 0.9)`" + (f" with gradients clipped to norm {args.clip_norm}" if args.clip_norm else "")
+             + ", 200 round-robin rounds), then θ*'s greedy accuracy on the images of rounds "
              f"200–{200 + args.eval} (no filtering).  'bandit' = banditkit's fit (the pulled arm's reward only); "
              "'full information' = the reference code's fit on the one-hot labels of the warm-up images (a label "
              "leak; diagnostic only).  NaN accuracy = the SGD diverged (non-finite θ*).", "",
