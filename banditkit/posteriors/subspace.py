@@ -310,5 +310,5 @@ def _raise_if_diverged(theta: Array, inputs: PyTree, n_iters: int, learning_rate
     rate = f"learning_rate={learning_rate}" if learning_rate is not None else "the optimiser's step size"
     raise FloatingPointError(
         f"subspace_from_sgd: the warm-up SGD diverged (non-finite parameters after {n_iters} iterations); "
-        f"lower {rate}" + ("" if clip_norm is not None else " or pass clip_norm (e.g. 1.0) to bound the gradient")
+        f"lower {rate}" + ("" if clip_norm is not None else " or pass clip_norm (e.g. 0.1) to bound the gradient")
     )
