@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import optax
 
 from banditkit import linalg
+from banditkit.debug import nonfinite_fields
 from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, SpaceCell, check_common_hyper
 from banditkit.posteriors.diag_ekf import diag_ekf
@@ -301,8 +302,7 @@ def _raise_if_diverged(theta: Array, inputs: PyTree, n_iters: int, learning_rate
         return
     if finite:
         return
-    if not all(bool(jnp.all(jnp.isfinite(a))) for a in jax.tree_util.tree_leaves(inputs)
-               if jnp.issubdtype(jnp.result_type(a), jnp.inexact)):
+    if nonfinite_fields(inputs):
         raise FloatingPointError(
             "subspace_from_sgd: the starting parameters, inputs or targets contain NaN or inf; the fit cannot be "
             "finite — check the warm-up data"
