@@ -149,7 +149,10 @@ def _write_seed002(args, env, res, mname: str) -> None:
                "reference's observation noise 1e-3; `ekf_sub_svd_fullwarm` fits the warm-up SGD to the full "
                "one-hot labels of the 200 warm-up images (the reference code's loss, a label leak) with the "
                "loss averaged over the 10 outputs as the reference's `l2_loss(...).mean()` does; "
-               "`ekf_sub_svd_fullwarm_r1e-3` both (the reference's setup)."])
+               "`ekf_sub_svd_fullwarm_r1e-3` both (the reference's setup).",
+               "Opt-in bandit-protocol variants (read no labels; run only when named): `ekf_sub_svd_clip0.1` / "
+               "`ekf_sub_svd_diag_clip0.1` clip the warm-up SGD's gradient to global norm 0.1 "
+               "(`subspace_from_sgd(clip_norm=0.1)`), which keeps every seed's warm-up fit finite."])
 
 
 def main(argv=None) -> None:

@@ -526,6 +526,9 @@ def seed002_agents(*, num_actions: int, warmup_per_arm: int, dim: int = 470, sgd
     * ``linear``: NIG Bayesian linear regression per arm (``a0 = b0 = 6``, ``Σ0 = 4I``) on the raw context.
     * ``diag_ekf``: diagonal EKF over all weights (``init_cov 1e-3``, seed 002's tabular EKF-Orig prior).
 
+    Opt-in (run only when named): ``ekf_sub_svd_clip0.1`` / ``ekf_sub_svd_diag_clip0.1``, the same bandit protocol
+    with the warm-up SGD's gradient clipped to global norm 0.1 (``subspace_from_sgd(clip_norm=0.1)``).
+
     All use Thompson sampling.  ``model`` overrides the env's default network (e.g. MLP1 vs LeNet5 on MNIST).
 
     ``full_feedback = (seeds, steps)`` adds two diagnostics that are NOT bandit protocols (they read labels a bandit
@@ -568,7 +571,15 @@ def seed002_agents(*, num_actions: int, warmup_per_arm: int, dim: int = 470, sgd
         "linear": _agent("linear-thompson", dict(init_cov=4.0, noise="nig", a0=6.0, b0=6.0)),
         "diag_ekf": _agent("diag_ekf-thompson", dict(init_cov=1e-3), **m),
     }
-    agents["ekf_sub_svd_r1e-3"].diagnostic = True
+    # A bandit-protocol variant (reads no labels), opt-in so the default run stays the reference's: the warm-up SGD's
+    # gradient clipped to global norm 0.1, which keeps every MNIST warm-up fit finite at lr 0.8
+    # (results/mnist_seed002_warmup_fit_clip0.1.md; unclipped, 4 of 16 diverge).
+    clip = dict(sub, sgd_kwargs=dict(sub["sgd_kwargs"], clip_norm=0.1))
+    agents["ekf_sub_svd_clip0.1"] = _agent("subspace_ekf-thompson", dict(init_cov=1e-4), **clip, **m)
+    agents["ekf_sub_svd_diag_clip0.1"] = _agent("subspace_ekf-thompson", dict(init_cov=1e-4, covariance="diagonal"),
+                                                **clip, **m)
+    for name in ("ekf_sub_svd_r1e-3", "ekf_sub_svd_clip0.1", "ekf_sub_svd_diag_clip0.1"):
+        agents[name].diagnostic = True
     for f in diag.values():
         f.diagnostic = True
     return agents | diag

@@ -51,6 +51,12 @@ def test_seed002_diagnostics_stay_out_of_the_default_agent_set():
     default = common.select(agents, "")
     assert "ekf_sub_svd" in default and not any("fullwarm" in n or "r1e-3" in n for n in default)
     assert list(common.select(agents, "ekf_sub_svd_fullwarm")) == ["ekf_sub_svd_fullwarm"]
+    # the clipped warm-up variants are opt-in too, and differ from the protocol agent only in the clip
+    assert not any("clip" in n for n in default)
+    env = ToyBandit()
+    clipped, plain = agents["ekf_sub_svd_clip0.1"](env), agents["ekf_sub_svd"](env)
+    assert clipped.sgd_kwargs == dict(plain.sgd_kwargs, clip_norm=0.1)
+    assert agents["ekf_sub_svd_diag_clip0.1"](env).sgd_kwargs["clip_norm"] == 0.1
 
 
 def test_time_capped_agent_keeps_the_nonfinite_flag():
