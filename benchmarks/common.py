@@ -543,24 +543,25 @@ def seed002_agents(*, num_actions: int, warmup_per_arm: int, dim: int = 470, sgd
     m = {} if model is None else dict(model=model)
     nl = dict(train_every=100, n_train_steps=100, optimizer=optax.sgd(nl_lr, momentum=0.9), a0=6.0, b0=6.0,
               init_cov=4.0)
+    # seed 002's subspace prior Σ_z = 1e-4 I, full or diagonal (``_agent`` copies it per agent)
+    prior = dict(init_cov=1e-4)
+    prior_diag = dict(prior, covariance="diagonal")
     diag = {}
     if full_feedback is not None:
         fseeds, fsteps = full_feedback
         diag = {
-            "ekf_sub_svd_fullwarm": full_feedback_warmup("subspace_ekf-thompson", dict(init_cov=1e-4), fseeds, fsteps,
-                                                         **sub, **m),
-            "ekf_sub_svd_fullwarm_r1e-3": full_feedback_warmup("subspace_ekf-thompson", dict(init_cov=1e-4), fseeds,
-                                                               fsteps, obs_noise=1e-3, **sub, **m),
+            "ekf_sub_svd_fullwarm": full_feedback_warmup("subspace_ekf-thompson", prior, fseeds, fsteps, **sub, **m),
+            "ekf_sub_svd_fullwarm_r1e-3": full_feedback_warmup("subspace_ekf-thompson", prior, fseeds, fsteps,
+                                                               obs_noise=1e-3, **sub, **m),
         }
     agents = {
-        "ekf_sub_svd": _agent("subspace_ekf-thompson", dict(init_cov=1e-4), **sub, **m),
+        "ekf_sub_svd": _agent("subspace_ekf-thompson", prior, **sub, **m),
         # The reference code's observation noise: R = 0 plus 1e-3 jitter on S (seed-002 digest §7), instead of
         # banditkit's agent default Gaussian(0.1) that every other agent here uses.
-        "ekf_sub_svd_r1e-3": _agent("subspace_ekf-thompson", dict(init_cov=1e-4), obs_noise=1e-3, **sub, **m),
-        "ekf_sub_svd_diag": _agent("subspace_ekf-thompson", dict(init_cov=1e-4, covariance="diagonal"), **sub, **m),
-        "ekf_sub_rnd": _agent("subspace_ekf-thompson", dict(init_cov=1e-4), subspace_dim=dim, warmup_steps=0, **m),
-        "ekf_sub_rnd_diag": _agent("subspace_ekf-thompson", dict(init_cov=1e-4, covariance="diagonal"),
-                                   subspace_dim=dim, warmup_steps=0, **m),
+        "ekf_sub_svd_r1e-3": _agent("subspace_ekf-thompson", prior, obs_noise=1e-3, **sub, **m),
+        "ekf_sub_svd_diag": _agent("subspace_ekf-thompson", prior_diag, **sub, **m),
+        "ekf_sub_rnd": _agent("subspace_ekf-thompson", prior, subspace_dim=dim, warmup_steps=0, **m),
+        "ekf_sub_rnd_diag": _agent("subspace_ekf-thompson", prior_diag, subspace_dim=dim, warmup_steps=0, **m),
         "neural_linear_lim": _agent("neural_linear-thompson", dict(nl, buffer_size=nl_buffers[0]), **m),
         "neural_linear_unlim": _agent("neural_linear-thompson", dict(nl, buffer_size=nl_buffers[1]), **m),
         # Not the reference's agent: the unlimited buffer, but each of the 100 retraining steps takes a minibatch of
@@ -575,9 +576,8 @@ def seed002_agents(*, num_actions: int, warmup_per_arm: int, dim: int = 470, sgd
     # gradient clipped to global norm 0.1, which keeps every MNIST warm-up fit finite at lr 0.8
     # (results/mnist_seed002_warmup_fit_clip0.1.md; unclipped, 4 of 16 diverge).
     clip = dict(sub, sgd_kwargs=dict(sub["sgd_kwargs"], clip_norm=0.1))
-    agents["ekf_sub_svd_clip0.1"] = _agent("subspace_ekf-thompson", dict(init_cov=1e-4), **clip, **m)
-    agents["ekf_sub_svd_diag_clip0.1"] = _agent("subspace_ekf-thompson", dict(init_cov=1e-4, covariance="diagonal"),
-                                                **clip, **m)
+    agents["ekf_sub_svd_clip0.1"] = _agent("subspace_ekf-thompson", prior, **clip, **m)
+    agents["ekf_sub_svd_diag_clip0.1"] = _agent("subspace_ekf-thompson", prior_diag, **clip, **m)
     for name in ("ekf_sub_svd_r1e-3", "ekf_sub_svd_clip0.1", "ekf_sub_svd_diag_clip0.1"):
         agents[name].diagnostic = True
     for f in diag.values():
