@@ -112,7 +112,71 @@ def run_banditkit(method: str, f, warm: np.ndarray, budget: int, seed: int, cloc
     return ys, times, compiles
 
 
-def run_botorch(f, warm: np.ndarray, budget: int, seed: int):
+def query_loop(propose, f, warm: np.ndarray, budget: int, path: str | None = None, rng=None):
+    """``budget`` queries ``x = propose(X, G)`` on the told points (X: (n, d), G = −f: (n,)), resumable.
+
+    ``propose`` returns ``(x, parts)``, ``parts`` a dict of named timings (seconds) inside the ask.  With ``path`` the
+    run's state (X, G, per-iteration values, times, parts and ``rng[0]()``, the proposer's RNG state) is written
+    atomically after every query, and a run started with an existing ``path`` resumes from it (``rng[1](state)``
+    restores the RNG), so a run killed after k queries loses nothing and continues as the uninterrupted run would.
+    Returns ``(ys, times, parts)`` of the whole run; the checkpoint is kept (it holds the timing parts).
+    """
+    get_rng, set_rng = rng if rng is not None else (lambda: np.zeros(0, np.uint8), lambda _: None)
+    d = warm.shape[1]
+    state = load_checkpoint(path) if path else None
+    if state is None:
+        X = [np.asarray(w, np.float64) for w in warm]
+        G = [-float(f.value(w)) for w in warm]
+        ys, times, parts = [], [], {}
+    else:
+        if state["X"].shape[1] != d or not np.array_equal(state["X"][: len(warm)], np.asarray(warm, np.float64)):
+            raise SystemExit(f"checkpoint {path} holds a different run (its warm-up points differ from this seed's); "
+                             "delete it to start this run afresh")
+        X, G = list(state["X"]), list(state["G"])
+        ys, times = list(state["ys"]), list(state["times"])
+        parts = {k.removeprefix("part_"): list(v) for k, v in state.items() if k.startswith("part_")}
+        set_rng(state["rng"])
+    while len(ys) < budget:
+        t0 = time.perf_counter()
+        x, part = propose(np.array(X), np.array(G))
+        times.append(time.perf_counter() - t0)
+        y = float(f.value(x))
+        X.append(np.asarray(x, np.float64).reshape(-1))
+        G.append(-y)
+        ys.append(y)
+        for k, v in part.items():
+            parts.setdefault(k, []).append(v)
+        if path:
+            if len(ys) % 25 == 0 or len(ys) == budget:
+                print(f"  {os.path.basename(path)}: {len(ys)}/{budget} queries, n = {len(X)}, "
+                      f"last ask {times[-1]:.1f} s", flush=True)
+            save_checkpoint(path, dict(X=np.array(X), G=np.array(G), ys=np.array(ys), times=np.array(times),
+                                       budget=np.array(budget), rng=np.asarray(get_rng()),
+                                       **{f"part_{k}": np.array(v) for k, v in parts.items()}))
+    # a checkpoint longer than this budget: its first ``budget`` queries are this run (propose ignores the budget)
+    return ys[:budget], times[:budget], {k: v[:budget] for k, v in parts.items()}
+
+
+def save_checkpoint(path: str, arrays: dict) -> None:
+    """Write ``arrays`` to ``path`` (.npz) atomically: a kill mid-write leaves the previous checkpoint intact."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp.npz"
+    np.savez_compressed(tmp, **arrays)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: str) -> dict | None:
+    if not os.path.exists(path):
+        return None
+    with np.load(path) as z:
+        return {k: z[k] for k in z.files}
+
+
+def checkpoint_path(ckpt_dir: str | None, task: str, method: str, seed: int) -> str | None:
+    return os.path.join(ckpt_dir, f"{task}_{method}_seed{seed}.npz") if ckpt_dir else None
+
+
+def run_botorch(f, warm: np.ndarray, budget: int, seed: int, path: str | None = None):
     import torch
     from botorch.acquisition import LogExpectedImprovement
     from botorch.fit import fit_gpytorch_mll
@@ -125,26 +189,23 @@ def run_botorch(f, warm: np.ndarray, budget: int, seed: int):
     torch.manual_seed(seed)
     d = warm.shape[1]
     bounds = torch.stack([torch.zeros(d, dtype=torch.float64), torch.ones(d, dtype=torch.float64)])
-    X = [np.asarray(w, np.float64) for w in warm]
-    G = [-float(f.value(w)) for w in warm]
-    ys, times = [], []
-    for _ in range(budget):
-        t0 = time.perf_counter()
+
+    def propose(X: np.ndarray, G: np.ndarray):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            tx = torch.tensor(np.array(X), dtype=torch.float64)
+            t0 = time.perf_counter()
+            tx = torch.tensor(X, dtype=torch.float64)
             ty = torch.tensor(G, dtype=torch.float64)[:, None]
             model = SingleTaskGP(tx, ty, input_transform=Normalize(d=d, bounds=bounds),
                                  outcome_transform=Standardize(m=1))
             fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+            t1 = time.perf_counter()
             acqf = LogExpectedImprovement(model=model, best_f=ty.max())
             cand, _ = optimize_acqf(acqf, bounds=bounds, q=1, num_restarts=8, raw_samples=256)
-        x = cand.detach().numpy().reshape(-1)
-        times.append(time.perf_counter() - t0)
-        y = float(f.value(x))
-        X.append(x)
-        G.append(-y)
-        ys.append(y)
+        return cand.detach().numpy().reshape(-1), dict(fit_s=t1 - t0, acq_s=time.perf_counter() - t1)
+
+    rng = (lambda: torch.get_rng_state().numpy(), lambda s: torch.set_rng_state(torch.from_numpy(np.asarray(s))))
+    ys, times, _ = query_loop(propose, f, warm, budget, path, rng)
     return ys, times, [0.0] * budget
 
 
@@ -196,7 +257,8 @@ def peers_available() -> dict[str, str]:
 
 
 # ------------------------------------------------------------------------------------------------- one run
-def one_run(task: str, method: str, seed: int, budget: int, clock: CompileClock, cfg: dict) -> dict:
+def one_run(task: str, method: str, seed: int, budget: int, clock: CompileClock, cfg: dict,
+            ckpt_dir: str | None = None) -> dict:
     from banditkit.environments.bo_functions import make_function
 
     fname, dim, _ = TASKS[task]
@@ -206,7 +268,7 @@ def one_run(task: str, method: str, seed: int, budget: int, clock: CompileClock,
     warm = rng.random((d, d))
     warm_best = float(np.min(f.value(warm)))
     if method == "botorch":
-        ys, times, comp = run_botorch(f, warm, budget, seed)
+        ys, times, comp = run_botorch(f, warm, budget, seed, checkpoint_path(ckpt_dir, task, method, seed))
     elif method == "tpe":
         ys, times, comp = run_tpe(f, warm, budget, seed)
     elif method == "random":
@@ -413,6 +475,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--tasks", default=",".join(SMALL_TASKS), help=f"comma list from {list(TASKS)}")
     p.add_argument("--methods", default=",".join(METHODS), help=f"comma list from {METHODS}")
     p.add_argument("--seeds", type=int, default=5, help="seeds 0..n-1")
+    p.add_argument("--seed-list", default="", help="comma list of seeds to run instead of 0..n-1 (e.g. one long "
+                   "run per core: --seed-list 1)")
     p.add_argument("--budget-scale", type=float, default=1.0, help="multiply every task's budget (reduced runs)")
     p.add_argument("--n-candidates", type=int, default=1024, help="Sobol candidates of the banditkit methods")
     p.add_argument("--time-n", default="", help="comma list of n for the time-per-iteration-vs-n measurement")
@@ -421,6 +485,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", default="benchmarks/results")
     p.add_argument("--append", action="store_true", help="keep existing CSVs and skip runs already in them")
     p.add_argument("--report", action="store_true", help="only rebuild bo.md and the plots from the CSVs")
+    p.add_argument("--checkpoint-dir", default=None,
+                   help="where BoTorch runs save their state after every query (default OUT/bo_checkpoints); "
+                        "re-running the same command resumes an interrupted run; 'none' disables")
     args = p.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     command = "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
@@ -429,9 +496,14 @@ def main(argv: list[str] | None = None) -> None:
     bad = [t for t in tasks if t not in TASKS] + [m for m in methods if m not in METHODS]
     if bad:
         raise SystemExit(f"unknown task(s)/method(s) {bad}; tasks {list(TASKS)}, methods {METHODS}")
-    seeds, scale = args.seeds, args.budget_scale
+    seeds, scale = list(range(args.seeds)), args.budget_scale
+    if args.seed_list:
+        try:
+            seeds = [int(s) for s in args.seed_list.split(",") if s.strip()]
+        except ValueError:
+            raise SystemExit(f"--seed-list takes comma-separated integers, got {args.seed_list!r}") from None
     if args.quick:
-        tasks, seeds, scale = ["branin"], 2, 8 / 40
+        tasks, seeds, scale = ["branin"], [0, 1], 8 / 40
     missing = peers_available()
     not_run = {m: missing[m] for m in methods if m in missing}
     for m in not_run:
@@ -458,15 +530,17 @@ def main(argv: list[str] | None = None) -> None:
                 os.remove(path)
     clock = CompileClock()
     cfg = dict(n_candidates=args.n_candidates)
+    ckpt_dir = None if args.checkpoint_dir == "none" else (args.checkpoint_dir
+                                                           or os.path.join(args.out, "bo_checkpoints"))
     for task in tasks:
         budget = max(1, int(round(TASKS[task][2] * scale)))
         for method in methods:
-            for seed in range(seeds):
+            for seed in seeds:
                 if (task, method, str(seed)) in done:
                     continue
                 t0 = time.perf_counter()
-                row, iters = one_run(task, method, seed, budget, clock, cfg)
-                row["wall_s"] = time.perf_counter() - t0
+                row, iters = one_run(task, method, seed, budget, clock, cfg, ckpt_dir)
+                row["wall_s"] = time.perf_counter() - t0  # this process's part of a resumed run (run_s: all)
                 _append(runs_path, pd.DataFrame([row]))
                 _append(iters_path, iters)
                 print(f"[{task}] {method} seed {seed}: regret {row['final_regret']:.4g}  "
