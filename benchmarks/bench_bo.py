@@ -339,12 +339,73 @@ def _commands_md(command: str) -> str:
     return "**Commands (this table, in order; `--append` runs add rows):**\n\n" + "\n".join(f"- `{c}`" for c in cmds)
 
 
-def report(out: str, command: str, not_run: dict[str, str]) -> None:
+def partial_runs(ckpt_dir: str | None, runs: pd.DataFrame) -> pd.DataFrame:
+    """Per-iteration rows (the columns of bo_iters.csv plus ``budget``, ``fit_s``, ``acq_s``) of the checkpointed runs
+    that have not finished (no row in ``runs``): what an interrupted peer run has measured so far."""
+    from banditkit.environments.bo_functions import make_function
+
+    if not ckpt_dir or not os.path.isdir(ckpt_dir):
+        return pd.DataFrame()
+    done = set(map(tuple, runs[["task", "method", "seed"]].astype(str).to_numpy()))
+    frames = []
+    for name in sorted(os.listdir(ckpt_dir)):
+        stem, ext = os.path.splitext(name)
+        task, _, rest = stem.partition("_")
+        method, _, seed = rest.rpartition("_seed")
+        if ext != ".npz" or task not in TASKS or method not in METHODS or not seed.isdigit():
+            continue
+        if (task, method, seed) in done:
+            continue
+        z = load_checkpoint(os.path.join(ckpt_dir, name))
+        k = len(z["ys"])
+        if k == 0:
+            continue
+        fname, dim, _ = TASKS[task]
+        f = make_function(fname, dim)
+        d = len(z["X"]) - k
+        warm_best = -float(np.max(z["G"][:d]))
+        regret = np.minimum.accumulate(np.minimum(warm_best, z["ys"])) - f.minimum
+        frames.append(pd.DataFrame(dict(task=task, method=method, seed=int(seed), iter=np.arange(1, k + 1),
+                                        n=d + np.arange(k), regret=regret, time_s=z["times"], compile_s=0.0,
+                                        budget=int(z["budget"]), fit_s=z.get("part_fit_s", np.full(k, np.nan)),
+                                        acq_s=z.get("part_acq_s", np.full(k, np.nan)))))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _partials_md(partial: pd.DataFrame, iters: pd.DataFrame, ckpt_dir: str) -> list[str]:
+    """The 'Partial runs' section: how far each interrupted run got, its regret against the finished methods' regret
+    at the same iteration, and the GP's ask time (fit + acquisition) as n grows."""
+    lines = ["", "## Partial runs (checkpointed after every query; re-running their command resumes them)", "",
+             f"Checkpoints: `{ckpt_dir}`.  Regret at iteration k: this run against the finished methods' mean "
+             "over their seeds at the same k.", "",
+             "| task | method | seed | queries done | regret at k | others at k (best three) |",
+             "|---|---|---|---|---|---|"]
+    for (t, m, sd), d in partial.groupby(["task", "method", "seed"]):
+        k = int(d.iter.max())
+        at_k = iters[(iters.task == t) & (iters.iter == k)].groupby("method").regret.mean().sort_values()
+        others = ", ".join(f"{om} {v:.3g}" for om, v in at_k.head(3).items()) or "—"
+        lines.append(f"| {t} | {m} | {sd} | {k} / {int(d.budget.iloc[0])} | {d.regret.iloc[-1]:.3g} | {others} |")
+    timed = partial.dropna(subset=["fit_s"])
+    if not timed.empty:
+        edges = np.array([0, 100, 200, 300, 400, 500, 600, 700, 800, 10**9])
+        timed = timed.assign(q=pd.cut(timed.iter, edges, right=True))
+        lines += ["", "Ask time of the partial runs as n grows (median seconds over the queries in each window; "
+                  "fit = marginal-likelihood fit of the GP, acq = LogEI optimisation):", "",
+                  "| task | method | queries | n | fit s | acq s | ask s |", "|---|---|---|---|---|---|---|"]
+        for (t, m, _q), d in timed.groupby(["task", "method", "q"], observed=True):
+            lines.append(f"| {t} | {m} | {int(d.iter.min())}–{int(d.iter.max())} | {int(d.n.min())}–{int(d.n.max())} "
+                         f"| {d.fit_s.median():.1f} | {d.acq_s.median():.1f} | {d.time_s.median():.1f} |")
+    return lines
+
+
+def report(out: str, command: str, not_run: dict[str, str], ckpt_dir: str | None = None) -> None:
+    """Write bo.md and the plots from the CSVs; ``ckpt_dir``: where unfinished runs' checkpoints are (None: none)."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from common import machine, se
 
     runs = pd.read_csv(os.path.join(out, "bo_runs.csv"))
     iters = pd.read_csv(os.path.join(out, "bo_iters.csv"))
+    partial = partial_runs(ckpt_dir, runs)
     tasks = [t for t in TASKS if t in set(runs.task)]
     methods = [m for m in METHODS if m in set(runs.method)]
     g = runs.groupby(["task", "method"])["final_regret"]
@@ -367,8 +428,12 @@ def report(out: str, command: str, not_run: dict[str, str]) -> None:
     for m in methods:
         cells = []
         for t in tasks:
+            part = partial[(partial.task == t) & (partial.method == m)] if len(partial) else partial
             if (t, m) in mean.index:
                 cells.append(f"{mean[(t, m)]:.3g} ± {err[(t, m)]:.2g} ({cnt[(t, m)]})")
+            elif len(part):
+                k = part.groupby("seed").iter.max()
+                cells.append(f"partial: {len(k)} seed(s) at {k.min()}–{k.max()} / {int(part.budget.iloc[0])} it.")
             else:
                 cells.append("not run")
         r = ranks.get(m, [])
@@ -394,6 +459,8 @@ def report(out: str, command: str, not_run: dict[str, str]) -> None:
         for m in [m for m in METHODS if m in set(tn.method)]:
             cells = [tn[(tn.method == m) & (tn.n == n)].median_s for n in ns]
             lines.append(f"| {m} | " + " | ".join(f"{c.iloc[0]:.3f} s" if len(c) else "—" for c in cells) + " |")
+    if len(partial):
+        lines += _partials_md(partial, iters, os.path.relpath(ckpt_dir))
     absent = {m: "not in this run's --methods" for m in METHODS if m not in set(runs.method) and m not in not_run}
     absent.update({t: "not in this run's --tasks" for t in TASKS if t not in tasks})
     if not_run or absent:
@@ -406,10 +473,11 @@ def report(out: str, command: str, not_run: dict[str, str]) -> None:
               "`shared/research/anchor-bo-peers.md`."]
     with open(os.path.join(out, "bo.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
-    _plots(out, runs, iters, tasks, methods)
+    _plots(out, runs, iters, tasks, methods, partial)
 
 
-def _plots(out: str, runs: pd.DataFrame, iters: pd.DataFrame, tasks: list[str], methods: list[str]) -> None:
+def _plots(out: str, runs: pd.DataFrame, iters: pd.DataFrame, tasks: list[str], methods: list[str],
+           partial: pd.DataFrame | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -433,6 +501,9 @@ def _plots(out: str, runs: pd.DataFrame, iters: pd.DataFrame, tasks: list[str], 
             s = piv.std(axis=1, ddof=1) / np.sqrt(piv.shape[1]) if piv.shape[1] > 1 else 0 * mu
             ax.plot(mu.index, mu.values, label=m, lw=1.6, **style[m])
             ax.fill_between(mu.index, mu - s, mu + s, alpha=0.12, color=style[m]["color"])
+        if partial is not None and len(partial):  # interrupted runs: one dotted line per seed, as far as they got
+            for (m, _), d in partial[(partial.task == t) & partial.method.isin(methods)].groupby(["method", "seed"]):
+                ax.plot(d.iter, d.regret, lw=1.0, color=style[m]["color"], ls=":")
         ax.set_yscale("log")
         ax.set_title(t)
         ax.set_xlabel("iteration (after warm-up)")
@@ -440,7 +511,11 @@ def _plots(out: str, runs: pd.DataFrame, iters: pd.DataFrame, tasks: list[str], 
     for ax in axes.ravel()[len(tasks):]:
         ax.axis("off")
     handles = [Line2D([], [], lw=1.6, **style[m]) for m in methods]
-    fig.legend(handles, methods, loc="lower center", ncol=min(len(methods), 6), fontsize=8)
+    labels = list(methods)
+    if partial is not None and len(partial):
+        handles.append(Line2D([], [], lw=1.0, color="grey", ls=":"))
+        labels.append("partial run (one seed, interrupted)")
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(methods), 6), fontsize=8)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
     fig.savefig(os.path.join(out, "bo_curves.png"), dpi=110)
     plt.close(fig)
@@ -510,11 +585,13 @@ def main(argv: list[str] | None = None) -> None:
         print(f"peer {m} skipped: {not_run[m]}", file=sys.stderr)
     methods = [m for m in methods if m not in not_run]
     cmd_path = os.path.join(args.out, "bo_command.txt")
+    ckpt_dir = None if args.checkpoint_dir == "none" else (args.checkpoint_dir
+                                                           or os.path.join(args.out, "bo_checkpoints"))
     if args.report:
         if os.path.exists(cmd_path):
             with open(cmd_path) as fh:
                 command = fh.read().strip()
-        report(args.out, command, not_run)
+        report(args.out, command, not_run, ckpt_dir)
         return
     with open(cmd_path, "a" if args.append else "w") as fh:  # --append: this run's command joins the earlier ones
         fh.write(command + "\n")
@@ -530,8 +607,6 @@ def main(argv: list[str] | None = None) -> None:
                 os.remove(path)
     clock = CompileClock()
     cfg = dict(n_candidates=args.n_candidates)
-    ckpt_dir = None if args.checkpoint_dir == "none" else (args.checkpoint_dir
-                                                           or os.path.join(args.out, "bo_checkpoints"))
     for task in tasks:
         budget = max(1, int(round(TASKS[task][2] * scale)))
         for method in methods:
@@ -550,7 +625,7 @@ def main(argv: list[str] | None = None) -> None:
         ns = [int(n) for n in args.time_n.split(",") if n.strip()]
         tm = [m for m in args.time_methods.split(",") if m and m not in not_run]
         time_vs_n(tm, ns, args.out, clock, cfg)
-    report(args.out, command, not_run)
+    report(args.out, command, not_run, ckpt_dir)
 
 
 if __name__ == "__main__":
