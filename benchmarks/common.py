@@ -63,10 +63,10 @@ def check_args(args: argparse.Namespace) -> None:
 
 
 def select(agents: dict, subset: str) -> dict:
-    """The agents named in ``subset`` (comma list; empty = all but the diagnostics, factories marked
-    ``diagnostic``); unknown names raise ``SystemExit``."""
+    """The agents named in ``subset`` (comma list; empty = all but the opt-in ones, factories marked ``opt_in``:
+    variants and diagnostics that run only when named); unknown names raise ``SystemExit``."""
     if not subset:
-        return {n: f for n, f in agents.items() if not getattr(f, "diagnostic", False)}
+        return {n: f for n, f in agents.items() if not getattr(f, "opt_in", False)}
     names = [s.strip() for s in subset.split(",") if s.strip()]
     unknown = [n for n in names if n not in agents]
     if unknown:
@@ -579,9 +579,9 @@ def seed002_agents(*, num_actions: int, warmup_per_arm: int, dim: int = 470, sgd
     agents["ekf_sub_svd_clip0.1"] = _agent("subspace_ekf-thompson", prior, **clip, **m)
     agents["ekf_sub_svd_diag_clip0.1"] = _agent("subspace_ekf-thompson", prior_diag, **clip, **m)
     for name in ("ekf_sub_svd_r1e-3", "ekf_sub_svd_clip0.1", "ekf_sub_svd_diag_clip0.1"):
-        agents[name].diagnostic = True
+        agents[name].opt_in = True
     for f in diag.values():
-        f.diagnostic = True
+        f.opt_in = True
     return agents | diag
 
 
