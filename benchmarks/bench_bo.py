@@ -398,6 +398,19 @@ def _partials_md(partial: pd.DataFrame, iters: pd.DataFrame, ckpt_dir: str) -> l
     return lines
 
 
+def _machine_md(out: str, machine) -> str:
+    """The machine line of the runs (``bo_machine.txt``, one line per run written when it ended: the load average
+    is the run's, not the report's); without that file, the machine now, marked as such."""
+    path = os.path.join(out, "bo_machine.txt")
+    if not os.path.exists(path):
+        return machine() + " (at report time)"
+    with open(path) as fh:
+        lines = [ln.strip() for ln in fh if ln.strip()]
+    loads = [ln.split("load average at the end ")[1].split(";")[0] for ln in lines if "load average at the end " in ln]
+    base = lines[-1].split(", load average at the end ")[0] + ";" + lines[-1].split(";", 1)[1] if loads else lines[-1]
+    return base + (f" (load average at the end of each run: {', '.join(loads)})" if loads else "")
+
+
 def report(out: str, command: str, not_run: dict[str, str], ckpt_dir: str | None = None) -> None:
     """Write bo.md and the plots from the CSVs; ``ckpt_dir``: where unfinished runs' checkpoints are (None: none)."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -412,7 +425,7 @@ def report(out: str, command: str, not_run: dict[str, str], ckpt_dir: str | None
     mean, err, cnt = g.mean(), g.agg(se), g.count()
     lines = ["# BO suite (seed 003 §12): final simple regret, mean ± s.e. over seeds (lower is better)", "",
              _commands_md(command), "", f"**Full protocol:** `{FULL_COMMAND}`", "",
-             f"**Machine:** {machine()}", "",
+             f"**Machine:** {_machine_md(out, machine)}", "",
              "Protocol: minimise f on [0,1]^d; d uniform warm-up points from `default_rng(seed)` shared by all "
              "methods, then the budget; regret = min f over warm-up + budget − f_min.  banditkit methods use "
              "`bk.BayesOpt` defaults (3×180 ELU MLP, rank 50) with `n_initial = d`.", ""]
@@ -593,8 +606,13 @@ def main(argv: list[str] | None = None) -> None:
                 command = fh.read().strip()
         report(args.out, command, not_run, ckpt_dir)
         return
-    with open(cmd_path, "a" if args.append else "w") as fh:  # --append: this run's command joins the earlier ones
-        fh.write(command + "\n")
+    earlier = []
+    if args.append and os.path.exists(cmd_path):
+        with open(cmd_path) as fh:
+            earlier = [ln.strip() for ln in fh]
+    if command not in earlier:  # --append: this run's command joins the earlier ones (a resumed run's is there)
+        with open(cmd_path, "a" if args.append else "w") as fh:
+            fh.write(command + "\n")
     with open(cmd_path) as fh:
         command = fh.read().strip()
     runs_path, iters_path = os.path.join(args.out, "bo_runs.csv"), os.path.join(args.out, "bo_iters.csv")
@@ -625,6 +643,11 @@ def main(argv: list[str] | None = None) -> None:
         ns = [int(n) for n in args.time_n.split(",") if n.strip()]
         tm = [m for m in args.time_methods.split(",") if m and m not in not_run]
         time_vs_n(tm, ns, args.out, clock, cfg)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from common import machine
+
+    with open(os.path.join(args.out, "bo_machine.txt"), "a" if args.append else "w") as fh:
+        fh.write(machine() + "\n")
     report(args.out, command, not_run, ckpt_dir)
 
 
