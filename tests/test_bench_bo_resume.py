@@ -99,3 +99,27 @@ def test_checkpoint_of_another_run_is_refused(tmp_path):
 def test_checkpoint_path_names_task_method_seed(tmp_path):
     assert bench_bo.checkpoint_path(None, "drawnn200", "botorch", 0) is None
     assert bench_bo.checkpoint_path(str(tmp_path), "drawnn200", "botorch", 2).endswith("drawnn200_botorch_seed2.npz")
+
+
+def test_unfinished_checkpoint_is_reported_as_partial(tmp_path):
+    """bo.md lists a checkpointed run that has no row in bo_runs.csv yet, with its regret as the runner computes it."""
+    import pandas as pd
+
+    from banditkit.environments.bo_functions import make_function
+
+    f = make_function("branin")
+    warm = np.random.default_rng(0).random((2, 2))
+    p = _Proposer(3)
+    with pytest.raises(_Kill):
+        bench_bo.query_loop(_killing(p, 4), f, warm, 40, bench_bo.checkpoint_path(str(tmp_path), "branin", "botorch",
+                                                                                  0), p.rng_pair())
+    finished = pd.DataFrame(dict(task=["branin"], method=["botorch"], seed=[1]))  # another seed: done
+    part = bench_bo.partial_runs(str(tmp_path), finished)
+    assert list(part.iter) == [1, 2, 3, 4] and set(part.budget) == {40} and set(part.seed) == {0}
+    z = bench_bo.load_checkpoint(bench_bo.checkpoint_path(str(tmp_path), "branin", "botorch", 0))
+    best = np.minimum.accumulate(np.minimum(f.value(warm).min(), z["ys"]))
+    np.testing.assert_allclose(part.regret, best - f.minimum)
+    assert bench_bo.partial_runs(str(tmp_path), pd.DataFrame(dict(task=["branin"], method=["botorch"],
+                                                                  seed=[0]))).empty  # finished: not partial
+    md = "\n".join(bench_bo._partials_md(part, pd.DataFrame(columns=["task", "iter", "method", "regret"]), "ck"))
+    assert "| branin | botorch | 0 | 4 / 40 |" in md and "fit s" in md
