@@ -339,9 +339,10 @@ def _commands_md(command: str) -> str:
     return "**Commands (this table, in order; `--append` runs add rows):**\n\n" + "\n".join(f"- `{c}`" for c in cmds)
 
 
-def partial_runs(ckpt_dir: str | None, runs: pd.DataFrame) -> pd.DataFrame:
-    """Per-iteration rows (the columns of bo_iters.csv plus ``budget``, ``fit_s``, ``acq_s``) of the checkpointed runs
-    that have not finished (no row in ``runs``): what an interrupted peer run has measured so far."""
+def checkpointed_runs(ckpt_dir: str | None, runs: pd.DataFrame) -> pd.DataFrame:
+    """Per-iteration rows (the columns of bo_iters.csv plus ``budget``, ``fit_s``, ``acq_s`` and ``finished``) of the
+    checkpointed runs; ``finished`` is False for a run with no row in ``runs`` (interrupted: what it measured so far).
+    The checkpoints are the only record of the split of a peer's ask time into fit and acquisition."""
     from banditkit.environments.bo_functions import make_function
 
     if not ckpt_dir or not os.path.isdir(ckpt_dir):
@@ -353,8 +354,6 @@ def partial_runs(ckpt_dir: str | None, runs: pd.DataFrame) -> pd.DataFrame:
         task, _, rest = stem.partition("_")
         method, _, seed = rest.rpartition("_seed")
         if ext != ".npz" or task not in TASKS or method not in METHODS or not seed.isdigit():
-            continue
-        if (task, method, seed) in done:
             continue
         z = load_checkpoint(os.path.join(ckpt_dir, name))
         k = len(z["ys"])
@@ -368,13 +367,14 @@ def partial_runs(ckpt_dir: str | None, runs: pd.DataFrame) -> pd.DataFrame:
         frames.append(pd.DataFrame(dict(task=task, method=method, seed=int(seed), iter=np.arange(1, k + 1),
                                         n=d + np.arange(k), regret=regret, time_s=z["times"], compile_s=0.0,
                                         budget=int(z["budget"]), fit_s=z.get("part_fit_s", np.full(k, np.nan)),
-                                        acq_s=z.get("part_acq_s", np.full(k, np.nan)))))
+                                        acq_s=z.get("part_acq_s", np.full(k, np.nan)),
+                                        finished=(task, method, seed) in done)))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def _partials_md(partial: pd.DataFrame, iters: pd.DataFrame, ckpt_dir: str) -> list[str]:
-    """The 'Partial runs' section: how far each interrupted run got, its regret against the finished methods' regret
-    at the same iteration, and the GP's ask time (fit + acquisition) as n grows."""
+    """The 'Partial runs' section: how far each interrupted run got and its regret against the finished methods'
+    regret at the same iteration."""
     lines = ["", "## Partial runs (checkpointed after every query; re-running their command resumes them)", "",
              f"Checkpoints: `{ckpt_dir}`.  Regret at iteration k: this run against the finished methods' mean "
              "over their seeds at the same k.", "",
@@ -385,16 +385,26 @@ def _partials_md(partial: pd.DataFrame, iters: pd.DataFrame, ckpt_dir: str) -> l
         at_k = iters[(iters.task == t) & (iters.iter == k)].groupby("method").regret.mean().sort_values()
         others = ", ".join(f"{om} {v:.3g}" for om, v in at_k.head(3).items()) or "—"
         lines.append(f"| {t} | {m} | {sd} | {k} / {int(d.budget.iloc[0])} | {d.regret.iloc[-1]:.3g} | {others} |")
-    timed = partial.dropna(subset=["fit_s"])
-    if not timed.empty:
-        edges = np.array([0, 100, 200, 300, 400, 500, 600, 700, 800, 10**9])
-        timed = timed.assign(q=pd.cut(timed.iter, edges, right=True))
-        lines += ["", "Ask time of the partial runs as n grows (median seconds over the queries in each window; "
-                  "fit = marginal-likelihood fit of the GP, acq = LogEI optimisation):", "",
-                  "| task | method | queries | n | fit s | acq s | ask s |", "|---|---|---|---|---|---|---|"]
-        for (t, m, _q), d in timed.groupby(["task", "method", "q"], observed=True):
-            lines.append(f"| {t} | {m} | {int(d.iter.min())}–{int(d.iter.max())} | {int(d.n.min())}–{int(d.n.max())} "
-                         f"| {d.fit_s.median():.1f} | {d.acq_s.median():.1f} | {d.time_s.median():.1f} |")
+    return lines
+
+
+def _ask_time_md(ck: pd.DataFrame) -> list[str]:
+    """How a peer's ask time (fit + acquisition) grows with n, from the checkpoints (finished and partial runs)."""
+    timed = ck.dropna(subset=["fit_s"])
+    if timed.empty:
+        return []
+    edges = np.array([0, 100, 200, 300, 400, 500, 600, 700, 800, 10**9])
+    timed = timed.assign(q=pd.cut(timed.iter, edges, right=True))
+    lines = ["", "### Peer ask time as n grows (from the run checkpoints)", "",
+             "Median seconds over the queries in each window and over the seeds; fit = marginal-likelihood fit of the "
+             "GP, acq = LogEI optimisation (`optimize_acqf`, 8 restarts, 256 raw samples).", "",
+             "| task | method | seeds (finished + partial) | queries | n | fit s | acq s | ask s |",
+             "|---|---|---|---|---|---|---|---|"]
+    for (t, m, _q), d in timed.groupby(["task", "method", "q"], observed=True):
+        fin = d.groupby("seed").finished.first()
+        lines.append(f"| {t} | {m} | {int(fin.sum())} + {int((~fin).sum())} | {int(d.iter.min())}–{int(d.iter.max())} "
+                     f"| {int(d.n.min())}–{int(d.n.max())} | {d.fit_s.median():.1f} | {d.acq_s.median():.1f} "
+                     f"| {d.time_s.median():.1f} |")
     return lines
 
 
@@ -418,7 +428,8 @@ def report(out: str, command: str, not_run: dict[str, str], ckpt_dir: str | None
 
     runs = pd.read_csv(os.path.join(out, "bo_runs.csv"))
     iters = pd.read_csv(os.path.join(out, "bo_iters.csv"))
-    partial = partial_runs(ckpt_dir, runs)
+    ck = checkpointed_runs(ckpt_dir, runs)
+    partial = ck[~ck.finished.astype(bool)] if len(ck) else ck
     tasks = [t for t in TASKS if t in set(runs.task)]
     methods = [m for m in METHODS if m in set(runs.method)]
     g = runs.groupby(["task", "method"])["final_regret"]
@@ -472,6 +483,7 @@ def report(out: str, command: str, not_run: dict[str, str], ckpt_dir: str | None
         for m in [m for m in METHODS if m in set(tn.method)]:
             cells = [tn[(tn.method == m) & (tn.n == n)].median_s for n in ns]
             lines.append(f"| {m} | " + " | ".join(f"{c.iloc[0]:.3f} s" if len(c) else "—" for c in cells) + " |")
+    lines += _ask_time_md(ck)
     if len(partial):
         lines += _partials_md(partial, iters, os.path.relpath(ckpt_dir))
     absent = {m: "not in this run's --methods" for m in METHODS if m not in set(runs.method) and m not in not_run}

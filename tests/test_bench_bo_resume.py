@@ -102,7 +102,7 @@ def test_checkpoint_path_names_task_method_seed(tmp_path):
 
 
 def test_unfinished_checkpoint_is_reported_as_partial(tmp_path):
-    """bo.md lists a checkpointed run that has no row in bo_runs.csv yet, with its regret as the runner computes it."""
+    """bo.md lists a checkpointed run with no row in bo_runs.csv as partial, with the regret the runner computes."""
     import pandas as pd
 
     from banditkit.environments.bo_functions import make_function
@@ -114,12 +114,15 @@ def test_unfinished_checkpoint_is_reported_as_partial(tmp_path):
         bench_bo.query_loop(_killing(p, 4), f, warm, 40, bench_bo.checkpoint_path(str(tmp_path), "branin", "botorch",
                                                                                   0), p.rng_pair())
     finished = pd.DataFrame(dict(task=["branin"], method=["botorch"], seed=[1]))  # another seed: done
-    part = bench_bo.partial_runs(str(tmp_path), finished)
+    part = bench_bo.checkpointed_runs(str(tmp_path), finished)
     assert list(part.iter) == [1, 2, 3, 4] and set(part.budget) == {40} and set(part.seed) == {0}
+    assert not part.finished.any()
     z = bench_bo.load_checkpoint(bench_bo.checkpoint_path(str(tmp_path), "branin", "botorch", 0))
     best = np.minimum.accumulate(np.minimum(f.value(warm).min(), z["ys"]))
     np.testing.assert_allclose(part.regret, best - f.minimum)
-    assert bench_bo.partial_runs(str(tmp_path), pd.DataFrame(dict(task=["branin"], method=["botorch"],
-                                                                  seed=[0]))).empty  # finished: not partial
+    done = pd.DataFrame(dict(task=["branin"], method=["botorch"], seed=[0]))
+    assert bench_bo.checkpointed_runs(str(tmp_path), done).finished.all()  # finished: its checkpoint is not partial
     md = "\n".join(bench_bo._partials_md(part, pd.DataFrame(columns=["task", "iter", "method", "regret"]), "ck"))
-    assert "| branin | botorch | 0 | 4 / 40 |" in md and "fit s" in md
+    assert "| branin | botorch | 0 | 4 / 40 |" in md
+    timing = "\n".join(bench_bo._ask_time_md(part))
+    assert "| branin | botorch | 0 + 1 | 1–4 | 2–5 |" in timing  # fit_s = 0.01 n: median over n = 2..5
