@@ -454,7 +454,8 @@ def report(out: str, command: str, not_run: dict[str, str], ckpt_dir: str | None
         for t in tasks:
             part = partial[(partial.task == t) & (partial.method == m)] if len(partial) else partial
             if (t, m) in mean.index:
-                cells.append(f"{mean[(t, m)]:.3g} ± {err[(t, m)]:.2g} ({cnt[(t, m)]})")
+                spread = f" ± {err[(t, m)]:.2g}" if cnt[(t, m)] > 1 else ""  # one seed: no standard error
+                cells.append(f"{mean[(t, m)]:.3g}{spread} ({cnt[(t, m)]})")
             elif len(part):
                 k = part.groupby("seed").iter.max()
                 cells.append(f"partial: {len(k)} seed(s) at {k.min()}–{k.max()} / {int(part.budget.iloc[0])} it.")
