@@ -275,14 +275,18 @@ def one_run(task: str, method: str, seed: int, budget: int, clock: CompileClock,
         ys, times, comp = run_random(f, rng, d, budget)
     else:
         ys, times, comp = run_banditkit(method, f, warm, budget, seed, clock, dict(cfg, refine=REFINE.get(fname)))
-    best = np.minimum.accumulate(np.minimum(warm_best, np.asarray(ys)))
-    regret = best - f.minimum
+    regret = best_regret(warm_best, ys, f.minimum)
     iters = pd.DataFrame(dict(task=task, method=method, seed=seed, iter=np.arange(1, budget + 1),
                               n=d + np.arange(budget), regret=regret, time_s=times, compile_s=comp))
     row = dict(task=task, method=method, seed=seed, dim=d, budget=budget, final_regret=float(regret[-1]),
                run_s=float(np.sum(times)), compile_s=float(np.sum(comp)), median_iter_s=float(np.median(times)),
                mean_iter_s=float(np.mean(times)))
     return row, iters
+
+
+def best_regret(warm_best: float, ys, f_min: float) -> np.ndarray:
+    """Simple regret after each query: best of the warm-up and the queries so far, minus the known minimum."""
+    return np.minimum.accumulate(np.minimum(warm_best, np.asarray(ys))) - f_min
 
 
 def _append(path: str, df: pd.DataFrame) -> None:
@@ -363,7 +367,7 @@ def checkpointed_runs(ckpt_dir: str | None, runs: pd.DataFrame) -> pd.DataFrame:
         f = make_function(fname, dim)
         d = len(z["X"]) - k
         warm_best = -float(np.max(z["G"][:d]))
-        regret = np.minimum.accumulate(np.minimum(warm_best, z["ys"])) - f.minimum
+        regret = best_regret(warm_best, z["ys"], f.minimum)
         frames.append(pd.DataFrame(dict(task=task, method=method, seed=int(seed), iter=np.arange(1, k + 1),
                                         n=d + np.arange(k), regret=regret, time_s=z["times"], compile_s=0.0,
                                         budget=int(z["budget"]), fit_s=z.get("part_fit_s", np.full(k, np.nan)),
@@ -422,7 +426,8 @@ def _machine_md(out: str, machine) -> str:
 
 
 def report(out: str, command: str, not_run: dict[str, str], ckpt_dir: str | None = None) -> None:
-    """Write bo.md and the plots from the CSVs; ``ckpt_dir``: where unfinished runs' checkpoints are (None: none)."""
+    """Write bo.md and the plots from the CSVs; ``ckpt_dir``: where the runs' checkpoints are (None: none); an
+    unfinished one shows as a partial run, and all give the peer's fit / acquisition time split."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from common import machine, se
 
