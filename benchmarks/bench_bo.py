@@ -17,7 +17,8 @@ Time per iteration = one ask + one tell, objective excluded; JAX compilation ins
 
 Outputs (``--out``, default ``benchmarks/results``), written incrementally (a killed run keeps its finished runs):
 ``bo_runs.csv`` (one row per task × method × seed), ``bo_iters.csv`` (per iteration: best regret so far, seconds),
-``bo_time_n.csv`` (time per iteration against n); at the end ``bo.md``, ``bo_curves.png``, ``bo_time.png``.
+``bo_time_n.csv`` (time per iteration against n), ``bo_machine.csv`` (machine and load average per run); at the
+end ``bo.md``, ``bo_curves.png``, ``bo_time.png``, ``bo_pareto.png`` (time per iteration against average rank).
 ``--report`` rebuilds the report from the CSVs.
 """
 
@@ -394,7 +395,7 @@ def _partials_md(partial: pd.DataFrame, iters: pd.DataFrame, ckpt_dir: str) -> l
 
 def _ask_time_md(ck: pd.DataFrame) -> list[str]:
     """How a peer's ask time (fit + acquisition) grows with n, from the checkpoints (finished and partial runs)."""
-    timed = ck.dropna(subset=["fit_s"])
+    timed = ck.dropna(subset=["fit_s"]) if len(ck) else ck  # no checkpoints (peers not run): an empty frame
     if timed.empty:
         return []
     edges = np.array([0, 100, 200, 300, 400, 500, 600, 700, 800, 10**9])
@@ -413,16 +414,73 @@ def _ask_time_md(ck: pd.DataFrame) -> list[str]:
 
 
 def _machine_md(out: str, machine) -> str:
-    """The machine line of the runs (``bo_machine.txt``, one line per run written when it ended: the load average
-    is the run's, not the report's); without that file, the machine now, marked as such."""
-    path = os.path.join(out, "bo_machine.txt")
+    """The machine line of the runs (``bo_machine.csv``, one row per run written when it ended: the machine and
+    that run's load average, not the report's); without that file, the machine now, marked as such."""
+    path = os.path.join(out, "bo_machine.csv")
     if not os.path.exists(path):
         return machine() + " (at report time)"
-    with open(path) as fh:
-        lines = [ln.strip() for ln in fh if ln.strip()]
-    loads = [ln.split("load average at the end ")[1].split(";")[0] for ln in lines if "load average at the end " in ln]
-    base = lines[-1].split(", load average at the end ")[0] + ";" + lines[-1].split(";", 1)[1] if loads else lines[-1]
-    return base + (f" (load average at the end of each run: {', '.join(loads)})" if loads else "")
+    rows = pd.read_csv(path)
+    loads = ", ".join(f"{x:.1f}" for x in rows.load_average.dropna())
+    return rows.machine.iloc[-1] + (f" (load average at the end of each run: {loads})" if loads else "")
+
+
+def avg_ranks(mean: pd.Series, tasks: list[str], methods: list[str]) -> dict[str, list[float]]:
+    """Per method, its rank (1 = lowest mean regret, ties averaged) on each of ``tasks`` among those of ``methods``
+    run there; ``mean`` is indexed by (task, method)."""
+    ranks: dict[str, list[float]] = {}
+    for t in tasks:
+        s = pd.Series({m: mean.get((t, m), np.nan) for m in methods}).dropna().rank()
+        for m, r in s.items():
+            ranks.setdefault(m, []).append(r)
+    return ranks
+
+
+def pareto_front(cost: pd.Series, loss: pd.Series) -> list[str]:
+    """The names not dominated in (cost, loss), both lower-is-better, ordered by cost: a name is dominated when
+    another is no worse in both and better in one."""
+    names = list(cost.index)
+    keep = [a for a in names if not any(cost[b] <= cost[a] and loss[b] <= loss[a]
+                                        and (cost[b] < cost[a] or loss[b] < loss[a]) for b in names)]
+    return sorted(keep, key=lambda m: (cost[m], loss[m]))
+
+
+def pareto_points(iters: pd.DataFrame, mean: pd.Series, tasks: list[str],
+                  methods: list[str]) -> list[tuple[str, pd.DataFrame]]:
+    """Time against quality, per group of tasks: (title, frame of s_per_iter / avg_rank / on_front per method).
+
+    Average ranks are comparable only over the same tasks, so each group ranks the methods run on all its tasks:
+    every task with the methods run on all of them, and, where some methods skipped tasks, the tasks every
+    method ran.  Seconds per iteration: median over those tasks' iterations."""
+    groups = []
+    everywhere = [m for m in methods if all((t, m) in mean.index for t in tasks)]
+    if len(everywhere) > 1:
+        where = f"all {len(tasks)} tasks" if len(tasks) > 1 else "the one task"
+        groups.append((f"{where}, the {len(everywhere)} methods run on all", tasks, everywhere))
+    common = [t for t in tasks if all((t, m) in mean.index for m in methods)]
+    if len(everywhere) < len(methods) and common:
+        groups.append((f"the {len(common)} tasks every method ran", common, methods))
+    out = []
+    for title, ts, ms in groups:
+        r = avg_ranks(mean, ts, ms)
+        it = iters[iters.task.isin(ts)].groupby("method").time_s.median()
+        df = pd.DataFrame({"s_per_iter": [it[m] for m in ms], "avg_rank": [float(np.mean(r[m])) for m in ms]},
+                          index=ms)
+        df["on_front"] = df.index.isin(pareto_front(df.s_per_iter, df.avg_rank))
+        out.append((title, df))
+    return out
+
+
+def _pareto_md(points: list[tuple[str, pd.DataFrame]]) -> list[str]:
+    if not points:  # fewer than two methods to compare
+        return []
+    lines = ["", "## Time against quality (Pareto front; plot `bo_pareto.png`)", "",
+             "A method is on the front when no other is both faster (median s / iteration) and better (average rank "
+             "over the same tasks).", ""]
+    for title, df in points:
+        front = df[df.on_front].sort_values("s_per_iter")
+        lines.append(f"- {title}: " + " → ".join(f"`{m}` ({r.s_per_iter:.3g} s, rank {r.avg_rank:.2f})"
+                                                 for m, r in front.iterrows()))
+    return lines
 
 
 def report(out: str, command: str, not_run: dict[str, str], ckpt_dir: str | None = None) -> None:
@@ -448,12 +506,7 @@ def report(out: str, command: str, not_run: dict[str, str], ckpt_dir: str | None
     head = "| method | " + " | ".join(f"{t} (d={TASKS[t][1] or (2 if t == 'branin' else 6)}, "
                                       f"{int(runs[runs.task == t].budget.iloc[0])})" for t in tasks) + " | avg rank |"
     lines += [head, "|---" * (len(tasks) + 2) + "|"]
-    ranks = {}
-    for t in tasks:
-        vals = {m: mean.get((t, m), np.nan) for m in methods}
-        s = pd.Series(vals).dropna().rank()
-        for m, r in s.items():
-            ranks.setdefault(m, []).append(r)
+    ranks = avg_ranks(mean, tasks, methods)
     for m in methods:
         cells = []
         for t in tasks:
@@ -489,6 +542,8 @@ def report(out: str, command: str, not_run: dict[str, str], ckpt_dir: str | None
         for m in [m for m in METHODS if m in set(tn.method)]:
             cells = [tn[(tn.method == m) & (tn.n == n)].median_s for n in ns]
             lines.append(f"| {m} | " + " | ".join(f"{c.iloc[0]:.3f} s" if len(c) else "—" for c in cells) + " |")
+    points = pareto_points(iters, mean, tasks, methods)
+    lines += _pareto_md(points)
     lines += _ask_time_md(ck)
     if len(partial):
         lines += _partials_md(partial, iters, os.path.relpath(ckpt_dir))
@@ -505,6 +560,7 @@ def report(out: str, command: str, not_run: dict[str, str], ckpt_dir: str | None
     with open(os.path.join(out, "bo.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
     _plots(out, runs, iters, tasks, methods, partial)
+    _pareto_plot(out, points)
 
 
 def _plots(out: str, runs: pd.DataFrame, iters: pd.DataFrame, tasks: list[str], methods: list[str],
@@ -514,6 +570,7 @@ def _plots(out: str, runs: pd.DataFrame, iters: pd.DataFrame, tasks: list[str], 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
+    from matplotlib.ticker import NullFormatter
 
     cols = min(len(tasks), 3)
     rows = int(np.ceil(len(tasks) / cols))
@@ -567,11 +624,73 @@ def _plots(out: str, runs: pd.DataFrame, iters: pd.DataFrame, tasks: list[str], 
         ax.set_title("time per iteration against n (median over tasks, seeds)")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    if os.path.exists(tn_path):  # tick at each measured n, without the log axis' crowded minor labels
+        ax.set_xticks(sorted(tn.n.unique()), [str(n) for n in sorted(tn.n.unique())])
+        ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("n (evaluations told)")
     ax.set_ylabel("seconds (compilation excluded)")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(os.path.join(out, "bo_time.png"), dpi=110)
+    plt.close(fig)
+
+
+def _label_without_overlap(ax, labels: list[tuple[str, float, float]], fontsize: float = 7.5) -> None:
+    """Annotate each (text, x, y) at the first of a few offsets around its point whose text box overlaps neither
+    an earlier label nor a marker (the last offset when none is free)."""
+    renderer = ax.figure.canvas.get_renderer()
+    offsets = [((5, 4), "left"), ((5, -11), "left"), ((-5, 4), "right"), ((-5, -11), "right"), ((5, 13), "left"),
+               ((5, -20), "left"), ((-5, 13), "right"), ((-5, -20), "right")]
+    marks = [ax.transData.transform((x, y)) for _, x, y in labels]
+    taken = []
+    for text, x, y in labels:
+        for (dx, dy), ha in offsets:
+            ann = ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=fontsize, ha=ha)
+            box = ann.get_window_extent(renderer)
+            clash = any(box.overlaps(b) for b in taken) or any(
+                box.x0 - 3 < mx < box.x1 + 3 and box.y0 - 3 < my < box.y1 + 3 for mx, my in marks)
+            if not clash or (dx, dy) == offsets[-1][0]:
+                taken.append(box)
+                break
+            ann.remove()
+
+
+def _pareto_plot(out: str, points: list[tuple[str, pd.DataFrame]]) -> None:
+    """``bo_pareto.png``: median seconds per iteration (log) against average rank, one panel per task group, the
+    Pareto front joined by a step line; a method under 1 ms per iteration (random search) is drawn at 1 ms."""
+    if not points:
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    floor = 1e-3
+    fig, axes = plt.subplots(1, len(points), figsize=(6.4 * len(points), 4.8), squeeze=False)
+    for ax, (title, df) in zip(axes[0], points, strict=True):
+        x = df.s_per_iter.clip(lower=floor)
+        for m in df.index:
+            peer = m in PEERS
+            ax.scatter(x[m], df.avg_rank[m], s=46, marker="s" if peer else "o", zorder=3,
+                       color="tab:red" if df.on_front[m] else ("tab:gray" if peer else "tab:blue"))
+        front = df[df.on_front].sort_values("s_per_iter")
+        ax.step(x[front.index], front.avg_rank, where="post", color="tab:red", lw=1.2, alpha=0.7,
+                label="Pareto front: no method both faster and better")
+        ax.set_xscale("log")
+        ax.set_xlim(floor / 2, x.max() * 3)
+        lo, hi = df.avg_rank.min(), df.avg_rank.max()
+        ax.set_ylim(hi + 0.6, lo - 0.6)  # inverted: best rank at the top
+        ax.set_xlabel("median seconds per iteration (ask + tell, compilation excluded)")
+        ax.set_ylabel("average rank of final regret (1 = best)")
+        ax.set_title(title, fontsize=10)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8, loc="upper left")
+        order = df.sort_values("avg_rank").index
+        _label_without_overlap(ax, [(m + (" (< 1 ms)" if df.s_per_iter[m] < floor else ""), x[m], df.avg_rank[m])
+                                    for m in order])
+    fig.suptitle("BO suite: time per iteration against quality (squares: peers; red: on the front)", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "bo_pareto.png"), dpi=110)
     plt.close(fig)
 
 
@@ -662,10 +781,14 @@ def main(argv: list[str] | None = None) -> None:
         tm = [m for m in args.time_methods.split(",") if m and m not in not_run]
         time_vs_n(tm, ns, args.out, clock, cfg)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from common import machine
+    from common import load_average, machine
 
-    with open(os.path.join(args.out, "bo_machine.txt"), "a" if args.append else "w") as fh:
-        fh.write(machine() + "\n")
+    rec = pd.DataFrame([dict(machine=machine(load=False), load_average=load_average())])
+    mpath = os.path.join(args.out, "bo_machine.csv")
+    if args.append:
+        _append(mpath, rec)
+    else:
+        rec.to_csv(mpath, index=False)
     report(args.out, command, not_run, ckpt_dir)
 
 

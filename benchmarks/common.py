@@ -281,15 +281,21 @@ def curve(res: Result, points: int = 200) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def machine() -> str:
+def load_average() -> float | None:
+    """The 1-minute load average now (None where the OS has none)."""
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+
+
+def machine(load: bool = True) -> str:
+    """One line naming the machine and software a result came from; ``load=False`` leaves out the load average
+    (for callers that record it apart, per run)."""
     import jax
 
-    load = ""
-    if hasattr(os, "getloadavg"):
-        load = f", load average at the end {os.getloadavg()[0]:.1f}"
+    avg = load_average() if load else None
+    load_txt = f", load average at the end {avg:.1f}" if avg is not None else ""
     commit = os.environ.get("BANDITKIT_COMMIT", "")
     commit = f"; banditkit at commit {commit}" if commit else ""
-    return (f"{platform.machine()} CPU, {os.cpu_count()} cores shared with other users{load}; "
+    return (f"{platform.machine()} CPU, {os.cpu_count()} cores shared with other users{load_txt}; "
             f"python {platform.python_version()}, jax {jax.__version__} ({jax.default_backend()}){commit}")
 
 

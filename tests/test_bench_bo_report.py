@@ -1,0 +1,79 @@
+"""benchmarks/bench_bo report pieces: average ranks, the time-against-quality Pareto front, the per-run machine line,
+and a whole report (Markdown + plots) rebuilt from small CSVs."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from benchmarks import bench_bo  # noqa: E402
+
+
+def test_pareto_front_keeps_exactly_the_non_dominated():
+    cost = pd.Series({"fast_bad": 0.01, "mid_good": 0.1, "slow_best": 1.0, "slow_bad": 2.0, "tie_cost": 0.1})
+    loss = pd.Series({"fast_bad": 8.0, "mid_good": 3.0, "slow_best": 1.0, "slow_bad": 5.0, "tie_cost": 4.0})
+    # tie_cost: as fast as mid_good and worse, so dominated; slow_bad: dominated by mid_good and slow_best
+    assert bench_bo.pareto_front(cost, loss) == ["fast_bad", "mid_good", "slow_best"]
+    # an exact duplicate dominates nothing: both stay
+    assert bench_bo.pareto_front(pd.Series({"a": 1.0, "b": 1.0}), pd.Series({"a": 2.0, "b": 2.0})) == ["a", "b"]
+
+
+def test_avg_ranks_rank_only_the_methods_run_on_each_task():
+    mean = pd.Series({("t1", "a"): 1.0, ("t1", "b"): 2.0, ("t1", "c"): 3.0, ("t2", "a"): 5.0, ("t2", "c"): 4.0})
+    r = bench_bo.avg_ranks(mean, ["t1", "t2"], ["a", "b", "c"])
+    assert r == {"a": [1.0, 2.0], "b": [2.0], "c": [3.0, 1.0]}
+    # ties share the average rank
+    tie = bench_bo.avg_ranks(pd.Series({("t", "a"): 1.0, ("t", "b"): 1.0, ("t", "c"): 0.5}), ["t"], ["a", "b", "c"])
+    assert tie == {"a": [2.5], "b": [2.5], "c": [1.0]}
+
+
+def test_pareto_points_group_tasks_so_ranks_are_comparable():
+    # gp skipped t3: one group ranks a / b on all three tasks, the other ranks all three methods on t1, t2
+    mean = pd.Series({("t1", "a"): 1.0, ("t1", "b"): 2.0, ("t1", "gp"): 0.5,
+                      ("t2", "a"): 3.0, ("t2", "b"): 1.0, ("t2", "gp"): 0.1,
+                      ("t3", "a"): 1.0, ("t3", "b"): 2.0})
+    iters = pd.DataFrame({"task": ["t1", "t2", "t3"] * 3, "method": ["a"] * 3 + ["b"] * 3 + ["gp", "gp", "gp"],
+                          "time_s": [0.01, 0.03, 0.02, 0.2, 0.2, 0.2, 1.0, 3.0, np.nan]})
+    groups = bench_bo.pareto_points(iters, mean, ["t1", "t2", "t3"], ["a", "b", "gp"])
+    (t_all, all3), (t_common, common) = groups
+    assert "all 3 tasks" in t_all and list(all3.index) == ["a", "b"]
+    assert all3.avg_rank.tolist() == [np.mean([1, 2, 1]), np.mean([2, 1, 2])]
+    assert all3.s_per_iter.tolist() == [0.02, 0.2]
+    assert all3.on_front.tolist() == [True, False]  # a: faster and better
+    assert "2 tasks" in t_common and list(common.index) == ["a", "b", "gp"]
+    assert common.avg_rank["gp"] == 1.0 and common.s_per_iter["gp"] == 2.0  # median over t1, t2 only
+    assert common.on_front.tolist() == [True, False, True]
+
+
+def test_machine_line_lists_each_runs_load(tmp_path):
+    pd.DataFrame({"machine": ["old box", "x86_64 CPU; python 3.11"], "load_average": [0.5, 2.25]}).to_csv(
+        tmp_path / "bo_machine.csv", index=False)
+    line = bench_bo._machine_md(str(tmp_path), lambda: "now")
+    assert line == "x86_64 CPU; python 3.11 (load average at the end of each run: 0.5, 2.2)"
+    empty = tmp_path / "none"
+    empty.mkdir()
+    assert bench_bo._machine_md(str(empty), lambda: "the machine now") == "the machine now (at report time)"
+
+
+def test_report_writes_the_pareto_section_and_plot(tmp_path):
+    rows, its = [], []
+    for task, budget in [("branin", 3), ("ackley2", 3)]:
+        for m, reg, sec in [("hilofi_ts", 1.0, 0.02), ("botorch", 0.5, 1.0), ("random", 2.0, 1e-6)]:
+            for seed in (0, 1):
+                rows.append(dict(task=task, method=m, seed=seed, budget=budget, final_regret=reg + 0.1 * seed,
+                                 compile_s=0.0, median_iter_s=sec, run_s=sec * budget))
+                its += [dict(task=task, method=m, seed=seed, iter=k + 1, n=2 + k, regret=reg + 0.1 * seed,
+                             time_s=sec) for k in range(budget)]
+    pd.DataFrame(rows).to_csv(tmp_path / "bo_runs.csv", index=False)
+    pd.DataFrame(its).to_csv(tmp_path / "bo_iters.csv", index=False)
+    bench_bo.report(str(tmp_path), "python benchmarks/bench_bo.py --quick", {}, None)
+    md = (tmp_path / "bo.md").read_text()
+    assert "## Time against quality" in md
+    front = [ln for ln in md.splitlines() if ln.startswith("- all 2 tasks")]
+    assert len(front) == 1 and "`random`" in front[0] and "`hilofi_ts`" in front[0] and "`botorch`" in front[0]
+    for png in ("bo_curves.png", "bo_time.png", "bo_pareto.png"):
+        assert (tmp_path / png).stat().st_size > 10_000
