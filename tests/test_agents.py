@@ -187,8 +187,8 @@ def test_subspace_warmup_round_robin_then_fit():
     for t, x in enumerate(XS[:6]):
         a, state = agent.act(jax.random.PRNGKey(t), state, x)
         if t == tau:  # the warm-up fit has just happened
-            basis = np.asarray(state.warmup.basis)
-            np.testing.assert_allclose(basis.T @ basis, np.eye(3), atol=1e-4)
+            rows = np.asarray(state.warmup.basis_rows)  # (d, P)
+            np.testing.assert_allclose(rows @ rows.T, np.eye(3), atol=1e-4)
             assert np.all(np.isfinite(np.asarray(state.posterior.inner.mean)))
         actions.append(int(a))
         state = agent.observe(state, x, a, float(np.tanh(x[int(a)])))
@@ -198,7 +198,7 @@ def test_subspace_warmup_round_robin_then_fit():
     np.testing.assert_allclose(np.asarray(state.warmup.contexts), XS[:tau])
     post = agent.posterior_for(state)
     flat = jax.flatten_util.ravel_pytree(post.mean(state.posterior))[0]
-    expect = state.posterior.offset + state.warmup.basis @ state.posterior.inner.mean
+    expect = state.posterior.offset + state.warmup.basis_rows.T @ state.posterior.inner.mean
     np.testing.assert_allclose(np.asarray(flat), np.asarray(expect), rtol=1e-5, atol=1e-6)
 
 
@@ -218,7 +218,7 @@ def test_subspace_warmup_with_full_targets_fits_every_arm():
         agent.model.apply, state.warmup.params, XS[:tau], targets / 2.0, dim=3, key=key, n_iters=20, skip=2,
         mask=np.full((tau, k), 1.0 / k),
     )
-    np.testing.assert_allclose(np.asarray(full.warmup.basis), np.asarray(basis), atol=1e-5)
+    np.testing.assert_allclose(np.asarray(full.warmup.basis_rows), np.asarray(basis).T, atol=1e-5)
     np.testing.assert_allclose(np.asarray(full.posterior.offset), np.asarray(offset), atol=1e-6)
     bandit = agent.warmup(key, state)
     assert not np.allclose(np.asarray(bandit.posterior.offset), np.asarray(offset), atol=1e-4)

@@ -310,6 +310,36 @@ def test_subspace_from_sgd_basis_follows_the_trajectory():
     np.testing.assert_allclose(mean0, proj, atol=1e-4)
 
 
+def test_subspace_basis_rows_is_the_same_filter_as_basis():
+    """``basis_rows=Aᵀ (d, P)`` (the layout the filter computes with, and the agent's) and ``basis=A (P, d)`` give
+    the same filter, from NumPy or JAX input, traced (scan, jit) or not; giving both, or neither, is an error."""
+    model, apply_fn = _model(2)
+    params = _template(2)
+    theta0 = jax.flatten_util.ravel_pytree(params)[0]
+    basis, offset = P_.subspace_random(jax.random.PRNGKey(3), params, 4)
+    offset = offset + 0.1  # a non-trivial start: init solves least squares for z_0 through the basis
+    xs, ys = _stream(jax.random.PRNGKey(1), 6, 2)
+    by = {}
+    for label, kw in [("cols", dict(basis=basis)), ("rows", dict(basis_rows=basis.T)),
+                      ("np_cols", dict(basis=np.asarray(basis))), ("np_rows", dict(basis_rows=np.asarray(basis.T)))]:
+        post = P_.subspace_ekf(apply_fn, Gaussian(0.1), offset=offset, init_cov=0.3, **kw)
+        state = _run(post, params, xs, ys)  # updates inside lax.scan
+        mean = jax.flatten_util.ravel_pytree(post.mean(state))[0]
+        by[label] = (np.asarray(mean), np.asarray(post.predictive(state, xs[0])[1]),
+                     np.asarray(jax.flatten_util.ravel_pytree(jax.jit(post.sample)(jax.random.PRNGKey(9), state))[0]))
+        assert post.hyper["dim"] == 4
+    for label in ("rows", "np_cols", "np_rows"):
+        for a, b in zip(by[label], by["cols"], strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(by["cols"][0], theta0)  # the filter moved
+    with pytest.raises(ValueError, match="not both"):
+        P_.subspace_ekf(apply_fn, basis=basis, basis_rows=basis.T)
+    with pytest.raises(ValueError, match="basis_rows"):
+        P_.subspace_ekf(apply_fn)
+    with pytest.raises(ValueError, match=r"\(d, P\)"):
+        P_.subspace_ekf(apply_fn, basis_rows=basis).init(params)  # (P, d) given as rows
+
+
 def test_subspace_from_sgd_divergence_is_an_error_eagerly_and_clip_norm_prevents_it():
     """A step size far past stability blows the SGD up: an eager call says so (and what to change), a jitted call
     returns the NaN for the runner's health check, and ``clip_norm`` keeps the same run finite."""

@@ -58,7 +58,7 @@ class WarmupBuffer(NamedTuple):
     actions: Array  # (τ,) int32
     rewards: Array  # (τ,)
     params: PyTree  # the initial network weights (start of the warm-up SGD)
-    basis: Array  # (P, d) subspace basis (subspace_ekf only; (0, 0) otherwise)
+    basis_rows: Array  # (d, P) subspace basis Aᵀ, one basis vector per row (subspace_ekf only; (0, 0) otherwise)
 
 
 class AgentState(NamedTuple):
@@ -181,9 +181,9 @@ class BanditAgent:
     def name(self) -> str:
         return f"{self.posterior_name}-{self.policy.name}"
 
-    def _subspace_posterior(self, basis: Array) -> Posterior:
+    def _subspace_posterior(self, basis_rows: Array) -> Posterior:
         factory, kwargs = self._factory
-        post = factory(self.apply_fn, self.likelihood, basis=basis, **kwargs)
+        post = factory(self.apply_fn, self.likelihood, basis_rows=basis_rows, **kwargs)
         zeros = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), self._template)
         post.init(zeros)  # records the parameter layout (dead code under jit)
         return post
@@ -191,7 +191,7 @@ class BanditAgent:
     def posterior_for(self, state: AgentState) -> Posterior:
         """The :class:`Posterior` that owns ``state.posterior`` (for ``subspace_ekf`` it depends on the basis)."""
         if self.is_subspace:
-            return self._subspace_posterior(state.warmup.basis)
+            return self._subspace_posterior(state.warmup.basis_rows)
         return self.posterior
 
     def _example_input(self, context):
@@ -225,10 +225,10 @@ class BanditAgent:
         if self.is_subspace:
             from banditkit.posteriors import subspace_random
 
-            basis, _ = subspace_random(k_basis, params, self.subspace_dim)
-            post = self._subspace_posterior(basis)
+            basis_rows = subspace_random(k_basis, params, self.subspace_dim)[0].T
+            post = self._subspace_posterior(basis_rows)
         else:
-            basis = jnp.zeros((0, 0), jnp.result_type(*jax.tree_util.tree_leaves(params)))
+            basis_rows = jnp.zeros((0, 0), jnp.result_type(*jax.tree_util.tree_leaves(params)))
             post = self.posterior
         post_state = _init_posterior(post, params, self._observation(example_context, jnp.int32(0)))
         warm: Any = ()
@@ -236,7 +236,7 @@ class BanditAgent:
             tau = self.warmup_steps
             dtype = jnp.result_type(*jax.tree_util.tree_leaves(params))
             ctx = jax.tree_util.tree_map(lambda c: jnp.zeros((tau, *jnp.shape(c)), jnp.result_type(c)), example_context)
-            warm = WarmupBuffer(ctx, jnp.zeros((tau,), jnp.int32), jnp.zeros((tau,), dtype), params, basis)
+            warm = WarmupBuffer(ctx, jnp.zeros((tau,), jnp.int32), jnp.zeros((tau,), dtype), params, basis_rows)
         return AgentState(post_state, jnp.zeros((), jnp.int32), warm)
 
     # ---------------------------------------------------------------------------------------------------------
@@ -386,7 +386,8 @@ class BanditAgent:
         basis, offset = subspace_from_sgd(
             fit_apply, buf.params, xs, ys, dim=self.subspace_dim, key=key, mask=mask, **opts
         )
-        post = self._subspace_posterior(basis)
+        basis_rows = basis.T  # (d, P): the SVD's top right singular vectors as rows, the filter's layout
+        post = self._subspace_posterior(basis_rows)
         params_star = _unravel_like(buf.params, offset)
         pstate = _init_posterior(
             post, params_star, self._observation(jax.tree_util.tree_map(lambda c: c[0], buf.contexts), jnp.int32(0))
@@ -398,7 +399,7 @@ class BanditAgent:
             return post.predict(post.update(ps, x, buf.rewards[i][None])), None
 
         pstate, _ = jax.lax.scan(step, pstate, jnp.arange(self.warmup_steps))
-        return AgentState(pstate, state.step, buf._replace(basis=basis))
+        return AgentState(pstate, state.step, buf._replace(basis_rows=basis_rows))
 
 
 def _init_posterior(post: Posterior, params: PyTree, example_x: PyTree):
