@@ -757,7 +757,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.append and os.path.exists(runs_path):
         done = set(map(tuple, pd.read_csv(runs_path)[["task", "method", "seed"]].astype(str).to_numpy()))
     else:
-        for path in (runs_path, iters_path, os.path.join(args.out, "bo_time_n.csv")):
+        for path in (runs_path, iters_path, os.path.join(args.out, "bo_time_n.csv"),
+                     os.path.join(args.out, "bo_machine.csv")):
             if os.path.exists(path):
                 os.remove(path)
     clock = CompileClock()
@@ -783,12 +784,8 @@ def main(argv: list[str] | None = None) -> None:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from common import load_average, machine
 
-    rec = pd.DataFrame([dict(machine=machine(load=False), load_average=load_average())])
-    mpath = os.path.join(args.out, "bo_machine.csv")
-    if args.append:
-        _append(mpath, rec)
-    else:
-        rec.to_csv(mpath, index=False)
+    _append(os.path.join(args.out, "bo_machine.csv"),
+            pd.DataFrame([dict(machine=machine(load=False), load_average=load_average())]))
     report(args.out, command, not_run, ckpt_dir)
 
 
