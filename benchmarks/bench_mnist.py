@@ -141,8 +141,7 @@ def _write_seed002(args, env, res, mname: str) -> None:
         floors=lambda s: _floors_seed002(s, mname), extra_md=common.references(env, args.steps, args.seeds),
         notes=["The paper's numbers (read off its figure, ±50): EKF-Sub-SVD ≈4040 (MLP1) / ≈4400 (LeNet5); "
                "NL-Unlim ≈3000 / ≈3350; Lin ≈1450; EKF-Orig-Diag ≈540.",
-               "Random-subspace EKF: basis through the initial weights, no warm-up fit (banditkit's "
-               "subspace_ekf without warm-up); the reference drew it around the warm-up fit.",
+               common.RND_NOTE,
                "Diagonal EKF starts at the random initial weights (the reference started at θ = 0, which "
                "makes it near chance).",
                "Diagnostics, not bandit protocols (run only when named in --agents): `ekf_sub_svd_r1e-3` takes the "

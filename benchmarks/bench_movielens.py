@@ -63,7 +63,7 @@ def _write(args, env, res) -> None:
                f"{bool(getattr(u, 'degenerate', False))}.",
                "Paper (text only, Fig. 3): EKF-subspace best by a large margin, then linear, then neural-linear, "
                "then diagonal EKF in the original space.",
-               "Random-subspace EKF: basis through the initial weights, no warm-up fit.",
+               common.RND_NOTE,
                "HiLoFi / LoFi use seed 003's MNIST hyper-parameters unchanged (no tuning).",
                "Diagnostics, not bandit protocols (only when named in --agents): `ekf_sub_svd_r1e-3` takes the "
                "reference's observation noise 1e-3; `ekf_sub_svd_fullwarm` fits the warm-up SGD to every arm's "

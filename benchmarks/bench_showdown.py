@@ -68,8 +68,7 @@ def main(argv=None) -> None:
 def _write(args, ds: str, env, res) -> None:
     u = env.unwrapped
     notes = [f"{ds}: {u.num_actions} arms, context dim {env.observation_space.shape}.",
-             "Random-subspace EKF: basis through the initial weights, no warm-up fit (banditkit's subspace_ekf "
-             "without warm-up); the reference drew it around the warm-up fit.",
+             common.RND_NOTE,
              "HiLoFi / LoFi use seed 003's MNIST hyper-parameters unchanged (no tuning)."]
     if ds == "Adult":
         notes.append("Adult here is the showdown's 14-arm occupation task (seed 002's reference used the "

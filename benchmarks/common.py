@@ -517,6 +517,12 @@ def full_feedback_warmup(spec: str, post: dict | None, seeds: Sequence[int], ste
                   per_env=lambda env: dict(targets_env=env, targets_seeds=list(seeds), targets_steps=steps), **kw)
 
 
+RND_NOTE = ("Random-subspace EKF (`ekf_sub_rnd`, `_diag`): the reference's EKF-Sub-RND, a random orthonormal basis "
+            "through the bandit-feedback warm-up fit θ*; `ekf_sub_rnd_nowarm` / `ekf_sub_rnd_diag_nowarm` (opt-in): a "
+            "random basis through the initial weights with no warm-up (before 2026-11-25 these were the `ekf_sub_rnd` "
+            "rows, and older commands below name them so).")
+
+
 def seed002_agents(*, num_actions: int, warmup_per_arm: int, dim: int = 470, sgd_lr: float = 0.8,
                    nl_buffers: tuple[int, int] = (50, 4800), nl_lr: float = 0.01, model=None,
                    full_feedback: tuple[Sequence[int], int] | None = None) -> dict[str, Callable]:
@@ -524,8 +530,8 @@ def seed002_agents(*, num_actions: int, warmup_per_arm: int, dim: int = 470, sgd
 
     * ``ekf_sub_svd`` / ``ekf_sub_svd_diag``: τ = ``warmup_per_arm · K`` round-robin pulls, 1000 SGD steps
       (``sgd(sgd_lr, momentum 0.9)``, every 2nd iterate kept), ``d = dim``, ``Σ_z = 1e-4 I``, full / diagonal.
-    * ``ekf_sub_rnd`` / ``ekf_sub_rnd_diag``: a random ``d``-dim subspace through the *initial* weights (banditkit's
-      ``subspace_ekf`` without warm-up; the reference draws it around the warm-up fit θ*), same prior.
+    * ``ekf_sub_rnd`` / ``ekf_sub_rnd_diag``: the same warm-up fit θ*, but a random orthonormal ``d``-dim basis
+      through it (``subspace_basis="random"``, the reference code's EKF-Sub-RND), same prior.
     * ``neural_linear_lim`` / ``_unlim``: NIG last layer (``a0 = b0 = 6``, ``Σ0 = 4I``), body retrained every 100
       steps with 100 full-buffer steps of ``sgd(nl_lr, 0.9)``, FIFO buffer ``nl_buffers``; ``_unlim_mb``: the
       unlimited buffer with minibatches of ``nl_buffers[0]`` (a CPU-affordable variant, not the reference's).
@@ -533,7 +539,10 @@ def seed002_agents(*, num_actions: int, warmup_per_arm: int, dim: int = 470, sgd
     * ``diag_ekf``: diagonal EKF over all weights (``init_cov 1e-3``, seed 002's tabular EKF-Orig prior).
 
     Opt-in (run only when named): ``ekf_sub_svd_clip0.1`` / ``ekf_sub_svd_diag_clip0.1``, the same bandit protocol
-    with the warm-up SGD's gradient clipped to global norm 0.1 (``subspace_from_sgd(clip_norm=0.1)``).
+    with the warm-up SGD's gradient clipped to global norm 0.1 (``subspace_from_sgd(clip_norm=0.1)``);
+    ``ekf_sub_rnd_nowarm`` / ``ekf_sub_rnd_diag_nowarm``, a random subspace through the *initial* weights with no
+    warm-up at all (banditkit's ``subspace_ekf`` default without warm-up; what ``ekf_sub_rnd`` was before
+    ``subspace_basis="random"`` existed).
 
     All use Thompson sampling.  ``model`` overrides the env's default network (e.g. MLP1 vs LeNet5 on MNIST).
 
@@ -566,8 +575,11 @@ def seed002_agents(*, num_actions: int, warmup_per_arm: int, dim: int = 470, sgd
         # banditkit's agent default Gaussian(0.1) that every other agent here uses.
         "ekf_sub_svd_r1e-3": _agent("subspace_ekf-thompson", prior, obs_noise=1e-3, **sub, **m),
         "ekf_sub_svd_diag": _agent("subspace_ekf-thompson", prior_diag, **sub, **m),
-        "ekf_sub_rnd": _agent("subspace_ekf-thompson", prior, subspace_dim=dim, warmup_steps=0, **m),
-        "ekf_sub_rnd_diag": _agent("subspace_ekf-thompson", prior_diag, subspace_dim=dim, warmup_steps=0, **m),
+        "ekf_sub_rnd": _agent("subspace_ekf-thompson", prior, subspace_basis="random", **sub, **m),
+        "ekf_sub_rnd_diag": _agent("subspace_ekf-thompson", prior_diag, subspace_basis="random", **sub, **m),
+        "ekf_sub_rnd_nowarm": _agent("subspace_ekf-thompson", prior, subspace_dim=dim, warmup_steps=0, **m),
+        "ekf_sub_rnd_diag_nowarm": _agent("subspace_ekf-thompson", prior_diag, subspace_dim=dim, warmup_steps=0,
+                                          **m),
         "neural_linear_lim": _agent("neural_linear-thompson", dict(nl, buffer_size=nl_buffers[0]), **m),
         "neural_linear_unlim": _agent("neural_linear-thompson", dict(nl, buffer_size=nl_buffers[1]), **m),
         # Not the reference's agent: the unlimited buffer, but each of the 100 retraining steps takes a minibatch of
@@ -584,7 +596,8 @@ def seed002_agents(*, num_actions: int, warmup_per_arm: int, dim: int = 470, sgd
     clip = dict(sub, sgd_kwargs=dict(sub["sgd_kwargs"], clip_norm=0.1))
     agents["ekf_sub_svd_clip0.1"] = _agent("subspace_ekf-thompson", prior, **clip, **m)
     agents["ekf_sub_svd_diag_clip0.1"] = _agent("subspace_ekf-thompson", prior_diag, **clip, **m)
-    for name in ("ekf_sub_svd_r1e-3", "ekf_sub_svd_clip0.1", "ekf_sub_svd_diag_clip0.1"):
+    for name in ("ekf_sub_svd_r1e-3", "ekf_sub_svd_clip0.1", "ekf_sub_svd_diag_clip0.1", "ekf_sub_rnd_nowarm",
+                 "ekf_sub_rnd_diag_nowarm"):
         agents[name].opt_in = True
     for f in diag.values():
         f.opt_in = True

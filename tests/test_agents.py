@@ -202,6 +202,28 @@ def test_subspace_warmup_round_robin_then_fit():
     np.testing.assert_allclose(np.asarray(flat), np.asarray(expect), rtol=1e-5, atol=1e-6)
 
 
+def test_subspace_random_basis_goes_through_the_warmup_fit():
+    """``subspace_basis="random"``: θ* is the warm-up SGD fit (as for the SVD basis), the basis a random draw."""
+    tau, k = 4, 2
+    kw = dict(warmup_steps=tau, subspace_dim=3, sgd_kwargs=dict(n_iters=20, skip=2),
+              posterior_kwargs=dict(init_cov=0.5))
+    svd = BanditAgent(MLP(features=(4,), out=k), "subspace_ekf", "thompson", **kw)
+    rnd = BanditAgent(MLP(features=(4,), out=k), "subspace_ekf", "thompson", subspace_basis="random", **kw)
+    states = []
+    for agent in (svd, rnd):
+        state = agent.init(jax.random.PRNGKey(0), XS[0])
+        for t in range(tau):
+            state = agent.observe(state, XS[t], t % k, float(REWARDS[t]))
+        states.append(agent.warmup(jax.random.PRNGKey(7), state))
+    s_svd, s_rnd = states
+    np.testing.assert_allclose(np.asarray(s_rnd.posterior.offset), np.asarray(s_svd.posterior.offset), atol=1e-6)
+    rows = np.asarray(s_rnd.warmup.basis_rows)
+    np.testing.assert_allclose(rows @ rows.T, np.eye(3), atol=1e-5)
+    assert not np.allclose(rows, np.asarray(s_svd.warmup.basis_rows), atol=1e-3)
+    with pytest.raises(ValueError, match="subspace_basis"):
+        BanditAgent(MLP(features=(4,), out=k), "subspace_ekf", "thompson", subspace_basis="pca", **kw)
+
+
 def test_subspace_warmup_with_full_targets_fits_every_arm():
     """``warmup(key, state, targets)`` regresses all K outputs on the warm-up contexts (loss averaged over them),
     with the filter still fed the pulled arms only; the bandit-feedback default fits a different trajectory."""

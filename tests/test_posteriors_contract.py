@@ -310,6 +310,31 @@ def test_subspace_from_sgd_basis_follows_the_trajectory():
     np.testing.assert_allclose(mean0, proj, atol=1e-4)
 
 
+def test_subspace_from_sgd_random_basis_keeps_the_fit_and_draws_the_basis():
+    """``basis="random"`` (seed 002's EKF-Sub-RND): the same SGD offset θ* as the SVD subspace, an orthonormal
+    basis that depends on the key and not on the trajectory; it needs a key and allows d > kept iterates."""
+    model = MLP(features=(6,), out=2)
+    params = model.init(jax.random.PRNGKey(0), X0)
+    xs, ys = _stream(jax.random.PRNGKey(5), 32, 2)
+    kw = dict(n_iters=60, skip=2, learning_rate=0.05)
+    svd, offset = P_.subspace_from_sgd(model.apply, params, xs, ys, dim=3, key=jax.random.PRNGKey(1), **kw)
+    rnd, offset_r = P_.subspace_from_sgd(model.apply, params, xs, ys, dim=3, key=jax.random.PRNGKey(1),
+                                         basis="random", **kw)
+    np.testing.assert_allclose(np.asarray(offset_r), np.asarray(offset), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(rnd.T @ rnd, np.eye(3), atol=1e-5)
+    assert float(jnp.max(jnp.abs(svd.T @ rnd))) < 0.9  # not the trajectory's principal directions
+    other, _ = P_.subspace_from_sgd(model.apply, params, xs, ys, dim=3, key=jax.random.PRNGKey(2), basis="random",
+                                   **kw)
+    assert not np.allclose(np.asarray(other), np.asarray(rnd), atol=1e-3)
+    big, _ = P_.subspace_from_sgd(model.apply, params, xs, ys, dim=35, key=jax.random.PRNGKey(1), basis="random",
+                                 **kw)  # 35 > 30 kept iterates: only an SVD basis is limited by them
+    assert big.shape == (offset.size, 35)
+    with pytest.raises(ValueError, match="key"):
+        P_.subspace_from_sgd(model.apply, params, xs, ys, dim=3, basis="random", **kw)
+    with pytest.raises(ValueError, match="'svd' or 'random'"):
+        P_.subspace_from_sgd(model.apply, params, xs, ys, dim=3, basis="pca", **kw)
+
+
 def test_subspace_basis_rows_is_the_same_filter_as_basis():
     """``basis_rows=Aᵀ (d, P)`` (the layout the filter computes with, and the agent's) and ``basis=A (P, d)`` give
     the same filter, from NumPy or JAX input, traced (scan, jit) or not; giving both, or neither, is an error."""

@@ -109,6 +109,9 @@ class BanditAgent:
       posterior_kwargs: hyper-parameters for a backend given by name or factory.
       warmup_steps: τ round-robin warm-up rounds before the policy takes over (``make_agent`` picks a default).
       subspace_dim: ``d`` for ``subspace_ekf``; ``sgd_kwargs``: passed to ``subspace_from_sgd``.
+      subspace_basis: ``"svd"`` (default: the warm-up SGD iterates' principal directions, seed 002's EKF-Sub-SVD) or
+        ``"random"`` (a random orthonormal basis through the warm-up fit θ*, seed 002's EKF-Sub-RND).  Without
+        warm-up (``warmup_steps=0``) the basis is random and passes through the initial weights.
       obs_noise: variance of the default Gaussian likelihood.
       num_actions: K for a multi-output model (default: the model's output size, found at ``init``).
       reward_scale: rewards are observed as ``r / reward_scale`` (scores are in those units; the argmax is
@@ -126,6 +129,7 @@ class BanditAgent:
         posterior_kwargs: dict | None = None,
         warmup_steps: int = 0,
         subspace_dim: int = 20,
+        subspace_basis: str = "svd",
         sgd_kwargs: dict | None = None,
         obs_noise: float = 0.1,
         num_actions: int | None = None,
@@ -139,12 +143,15 @@ class BanditAgent:
             raise ValueError(f"reward_scale must be > 0, got {reward_scale!r}")
         if warmup_steps < 0:
             raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps}")
+        if subspace_basis not in ("svd", "random"):
+            raise ValueError(f"subspace_basis must be 'svd' or 'random', got {subspace_basis!r}")
         self.model = model
         self.per_arm = bool(per_arm)
         self.likelihood = likelihood if likelihood is not None else Gaussian(obs_noise)
         self.policy = _policies.get(policy)
         self.warmup_steps = int(warmup_steps)
         self.subspace_dim = int(subspace_dim)
+        self.subspace_basis = subspace_basis
         self.sgd_kwargs = dict(sgd_kwargs or {})
         self.num_actions = num_actions
         self.reward_scale = float(reward_scale)
@@ -346,8 +353,8 @@ class BanditAgent:
     def warmup(self, key: Array, state: AgentState, targets: Array | None = None) -> AgentState:
         """Fit the subspace from the warm-up buffer (``subspace_ekf``), else the identity.  Pure and jittable.
 
-        ``θ*, A = subspace_from_sgd(f, θ_0, warm-up data, dim=d, mask=pulled arm)``; the posterior restarts at
-        ``z = 0`` (``θ = θ*``) and filters the τ warm-up observations (predict after each update).
+        ``θ*, A = subspace_from_sgd(f, θ_0, warm-up data, dim=d, mask=pulled arm, basis=subspace_basis)``; the
+        posterior restarts at ``z = 0`` (``θ = θ*``) and filters the τ warm-up observations (predict after each update).
 
         ``targets``: optional ``(τ, K)`` rewards of *every* arm for the τ warm-up contexts (raw rewards, as the
         env pays them), when they are known — a labelled warm-up set.  The SGD fit then regresses all K outputs,
@@ -381,12 +388,12 @@ class BanditAgent:
             scale = jnp.asarray(self.reward_scale, buf.rewards.dtype)
             ys = jnp.asarray(targets, buf.rewards.dtype) / scale
             mask = jnp.full(ys.shape, 1.0 / k, ys.dtype)  # the mean over the K observed entries
-        opts = dict(n_iters=500, learning_rate=0.05, skip=2)
+        opts = dict(n_iters=500, learning_rate=0.05, skip=2, basis=self.subspace_basis)
         opts.update(self.sgd_kwargs)
         basis, offset = subspace_from_sgd(
             fit_apply, buf.params, xs, ys, dim=self.subspace_dim, key=key, mask=mask, **opts
         )
-        basis_rows = basis.T  # (d, P): the SVD's top right singular vectors as rows, the filter's layout
+        basis_rows = basis.T  # (d, P): one basis vector per row, the filter's layout
         post = self._subspace_posterior(basis_rows)
         params_star = _unravel_like(buf.params, offset)
         pstate = _init_posterior(

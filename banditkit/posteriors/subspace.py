@@ -211,6 +211,7 @@ def subspace_from_sgd(
     mask: Array | None = None,
     optimizer: optax.GradientTransformation | None = None,
     clip_norm: float | None = None,
+    basis: str = "svd",
 ) -> tuple[Array, Array]:
     """Seed 002's learned subspace from a warm-up SGD trajectory.
 
@@ -221,6 +222,10 @@ def subspace_from_sgd(
 
     ``offset θ* = θ_{n_iters}`` (the final iterate) and ``basis A (P, dim)`` = the top-``dim`` right singular vectors
     of the centred ``Θ − mean(Θ)`` (orthonormal columns).
+
+    ``basis="random"`` is seed 002's EKF-Sub-RND: the same fit gives the offset ``θ*``, but ``A (P, dim)`` is a
+    random orthonormal basis drawn from ``key`` (the QR of a Gaussian draw, :func:`subspace_random`'s), so only the
+    offset is learned; ``dim`` may then exceed the number of kept iterates.
 
     Args:
       apply_fn: ``apply_fn(params, x) -> (C,)`` for one input.
@@ -235,6 +240,7 @@ def subspace_from_sgd(
       clip_norm: optional bound on the gradient's L2 norm, ``g ← g · min(1, c/‖g‖)`` before the optimiser
         (``optax.clip_by_global_norm``); a guard for large learning rates (the reference's 0.8 with momentum 0.9
         diverges on some warm-up sets).  ``None`` (default) leaves the gradient as it is.
+      basis: ``"svd"`` (default; the SGD iterates' principal directions) or ``"random"`` (needs ``key``).
 
     Raises ``FloatingPointError`` when the fit diverges (a non-finite final iterate) and the call is eager; under
     ``jit`` / ``vmap`` the NaN is returned (no error is possible there) — the experiment runner's health check
@@ -262,7 +268,13 @@ def subspace_from_sgd(
             f"subspace_from_sgd: need skip >= 1 and (n_iters - burn_in) // skip >= 1 kept iterates; got n_iters="
             f"{n_iters}, burn_in={burn_in}, skip={skip}"
         )
-    if not 0 < dim <= min(n_keep, theta0.size):
+    if basis not in ("svd", "random"):
+        raise ValueError(f"subspace_from_sgd: basis={basis!r} must be 'svd' or 'random'")
+    if basis == "random" and key is None:
+        raise ValueError("subspace_from_sgd: basis='random' draws the basis from a PRNG key; pass key=...")
+    if basis == "random" and not 0 < dim <= theta0.size:
+        raise ValueError(f"subspace_from_sgd: dim={dim} must be in [1, P={theta0.size}]")
+    if basis == "svd" and not 0 < dim <= min(n_keep, theta0.size):
         raise ValueError(
             f"subspace_from_sgd: dim={dim} must be in [1, min(kept iterates={n_keep}, P={theta0.size})]; "
             "raise n_iters or lower skip"
@@ -310,6 +322,8 @@ def subspace_from_sgd(
     theta_final, kept = jax.jit(run)(theta0)
     _raise_if_diverged(theta_final, (theta0, ys, xs), n_iters, learning_rate if optimizer is None else None,
                        clip_norm)
+    if basis == "random":  # a key apart from the minibatch keys (split(key, n_iters) above)
+        return linalg.orthonormal_rows(jax.random.fold_in(key, n_iters), dim, theta0.size, theta0.dtype).T, theta_final
     centred = kept - jnp.mean(kept, axis=0, keepdims=True)
     _, _, vt = jnp.linalg.svd(centred, full_matrices=False)
     return vt[:dim].T, theta_final
