@@ -51,6 +51,9 @@ import banditkit as bk
 from banditkit.likelihoods import Gaussian
 from banditkit.models.nets import MLP, LeNet5
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks import common  # noqa: E402
+
 DEFAULT_BACKENDS = [
     "hilofi", "hilofi_q1e-6", "lolofi", "lrkf", "lofi", "diag_ekf", "subspace_ekf", "kalman_last_layer", "replay_sgd",
     "neural_linear", "ekf",
@@ -275,15 +278,14 @@ def write_outputs(rows: list[dict], out: str, args) -> None:
             df[c] = np.nan
     df = df[COLUMNS]
     df.to_csv(os.path.join(out, "speed.csv"), index=False)
-    load = f"; load average {os.getloadavg()[0]:.1f} / {os.getloadavg()[2]:.1f} (1 / 15 min) when written" \
-        if hasattr(os, "getloadavg") else ""
-    commit = os.environ.get("BANDITKIT_COMMIT", "")
+    one, fifteen = common.load_average(1), common.load_average(15)
+    load = f"; load average {one:.1f} / {fifteen:.1f} (1 / 15 min) when written" if one is not None else ""
     lines = [
         "# Per-step speed: predict + update under one jax.jit",
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} CPUs ({platform.processor() or 'cpu'}) shared with other "
         f"jobs{load}; jax {jax.__version__} on {jax.default_backend()}"
-        + (f"; banditkit at commit {commit}" if commit else "")
+        + common.commit_note()
         + "; float32; one observation per step, scalar Gaussian output (R = 0.1); a new state buffer per step "
         + "(`donated ms`: the state donated to the step, updated in place as in the runner)"
         + f". {args.warmup} warm-up + {args.steps} timed steps per backend; compile time separate. "

@@ -281,9 +281,17 @@ def curve(res: Result, points: int = 200) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def load_average() -> float | None:
-    """The 1-minute load average now (None where the OS has none)."""
-    return os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+def load_average(minutes: int = 1) -> float | None:
+    """The 1-, 5- or 15-minute load average now (None where the OS has none)."""
+    if minutes not in (1, 5, 15):
+        raise ValueError(f"load_average: minutes must be 1, 5 or 15, got {minutes!r}")
+    return os.getloadavg()[(1, 5, 15).index(minutes)] if hasattr(os, "getloadavg") else None
+
+
+def commit_note() -> str:
+    """``"; banditkit at commit C"`` when ``BANDITKIT_COMMIT=C`` is set (the runner scripts set it), else ``""``."""
+    commit = os.environ.get("BANDITKIT_COMMIT", "")
+    return f"; banditkit at commit {commit}" if commit else ""
 
 
 def machine(load: bool = True) -> str:
@@ -293,10 +301,8 @@ def machine(load: bool = True) -> str:
 
     avg = load_average() if load else None
     load_txt = f", load average at the end {avg:.1f}" if avg is not None else ""
-    commit = os.environ.get("BANDITKIT_COMMIT", "")
-    commit = f"; banditkit at commit {commit}" if commit else ""
     return (f"{platform.machine()} CPU, {os.cpu_count()} cores shared with other users{load_txt}; "
-            f"python {platform.python_version()}, jax {jax.__version__} ({jax.default_backend()}){commit}")
+            f"python {platform.python_version()}, jax {jax.__version__} ({jax.default_backend()}){commit_note()}")
 
 
 def references(env, steps: int, seeds: int, transform: Callable | None = None) -> str:
