@@ -43,6 +43,7 @@ import numpy as np
 
 from banditkit import policies as _policies
 from banditkit import posteriors as _posteriors
+from banditkit.convs import canonical_convs
 from banditkit.likelihoods import Gaussian
 from banditkit.policies.base import Policy, output_candidates, point_candidates
 from banditkit.posteriors.base import Posterior, as_obs
@@ -177,8 +178,10 @@ class BanditAgent:
         self._template = None
         self._context_shapes = None
         self._jit_act = jax.jit(self._act)
-        self._jit_observe = jax.jit(self._observe)
-        self._jit_warmup = jax.jit(self.warmup)
+        # observe / warmup may loop over batched gradients (body retraining, the warm-up SGD): keep their
+        # convolutions in XLA:CPU's fast layout inside those loops (banditkit.convs)
+        self._jit_observe = jax.jit(canonical_convs(self._observe))
+        self._jit_warmup = jax.jit(canonical_convs(self.warmup))
 
     # ---------------------------------------------------------------------------------------------------------
     def __repr__(self) -> str:

@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from banditkit.agents.bandit import WARMUP_KEY
+from banditkit.convs import canonical_convs
 from banditkit.debug import _finite_flags
 
 COLUMNS = [
@@ -245,9 +246,11 @@ def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink):
     init_v = jax.jit(jax.vmap(init_one, in_axes=(0, ctx_axis)), **out)
     finite_v = jax.jit(jax.vmap(state_is_finite))
 
+    # The rounds run inside lax.scan: canonical_convs keeps the (batched) convolutions of any SGD the agent does
+    # there in XLA:CPU's fast layout, which XLA only does by itself outside loops (banditkit.convs).
     def segment_v(length):
         fn = lambda st, d, pool, t0: segment_one(st, d, pool, t0, length)
-        return jax.jit(jax.vmap(fn, in_axes=(0, 0, ctx_axis, None)), donate_argnums=(0,), **out)
+        return jax.jit(canonical_convs(jax.vmap(fn, in_axes=(0, 0, ctx_axis, None))), donate_argnums=(0,), **out)
 
     t_start = time.perf_counter()
     state = init_v(data, contexts)
@@ -258,7 +261,7 @@ def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink):
     }
     compiled_warm = None
     if 0 < tau < steps:
-        warm_v = jax.jit(jax.vmap(warm_one), donate_argnums=(0,), **out)
+        warm_v = jax.jit(canonical_convs(jax.vmap(warm_one)), donate_argnums=(0,), **out)
         compiled_warm = warm_v.lower(state, data).compile()
     compile_s = time.perf_counter() - t_start
 

@@ -45,6 +45,7 @@ import numpy as np
 import optax
 
 from banditkit import linalg
+from banditkit.convs import canonical_convs
 from banditkit.debug import nonfinite_fields
 from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, SpaceCell, check_common_hyper
@@ -319,7 +320,7 @@ def subspace_from_sgd(
         carry, _ = jax.lax.scan(step, carry, tail)
         return carry[0], kept
 
-    theta_final, kept = jax.jit(run)(theta0)
+    theta_final, kept = jax.jit(canonical_convs(run))(theta0)  # the SGD loop's kernel gradients in the fast layout
     _raise_if_diverged(theta_final, (theta0, ys, xs), n_iters, learning_rate if optimizer is None else None,
                        clip_norm)
     if basis == "random":  # a key apart from the minibatch keys (split(key, n_iters) above)
