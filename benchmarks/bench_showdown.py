@@ -101,8 +101,9 @@ def write_overview(out: str) -> None:
                          f"{r.cum_reward:.1f} ± {r.cum_reward_se:.1f} | {r.run_s:.1f} | {r.compile_s:.1f} |")
     lines += ["", "**Notes:**", "",
               "- Seed 002's reference notebook (2 trials, CPU; not the paper's figure) on Shuttle: EKF-Sub-SVD "
-              "4731 ± 116, EKF-Sub-RND 4846.5 (random subspace around the warm-up fit, unlike ours), linear "
-              "4413.5, NL-unlimited 4089, NL-limited 3840, EKF-Orig-Diag 3915.  The paper calls the tables "
+              "4731 ± 116, EKF-Sub-RND 4846.5 (random subspace around the warm-up fit, as `ekf_sub_rnd` since "
+              "2026-11-25; `_nowarm` rows: no warm-up), linear 4413.5, NL-unlimited 4089, NL-limited 3840, "
+              "EKF-Orig-Diag 3915.  The paper calls the tables "
               "\"too simple to be a reliable way of measuring performance differences\"; Mushroom is not in it.",
               "- neural_linear rows were re-run after commit 276f66b (the body is fit by least squares; before, the "
               "obs-noise-scaled NLL made plain SGD take 100× steps and the body went NaN at the first retraining on "

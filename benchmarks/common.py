@@ -289,7 +289,7 @@ def load_average(minutes: int = 1) -> float | None:
 
 
 def commit_note() -> str:
-    """``"; banditkit at commit C"`` when ``BANDITKIT_COMMIT=C`` is set (the runner scripts set it), else ``""``."""
+    """``"; banditkit at commit C"`` when ``BANDITKIT_COMMIT=C`` is set in the environment, else ``""``."""
     commit = os.environ.get("BANDITKIT_COMMIT", "")
     return f"; banditkit at commit {commit}" if commit else ""
 
@@ -526,7 +526,7 @@ def full_feedback_warmup(spec: str, post: dict | None, seeds: Sequence[int], ste
 RND_NOTE = ("Random-subspace EKF (`ekf_sub_rnd`, `_diag`): the reference's EKF-Sub-RND, a random orthonormal basis "
             "through the bandit-feedback warm-up fit θ*; `ekf_sub_rnd_nowarm` / `ekf_sub_rnd_diag_nowarm` (opt-in): a "
             "random basis through the initial weights with no warm-up (before 2026-11-25 these were the `ekf_sub_rnd` "
-            "rows, and older commands below name them so).")
+            "rows, and older commands in this file name them so).")
 
 
 def seed002_agents(*, num_actions: int, warmup_per_arm: int, dim: int = 470, sgd_lr: float = 0.8,
