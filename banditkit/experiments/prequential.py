@@ -40,6 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
+from banditkit.convs import canonical_convs
 from banditkit.datasets.streams import Stream
 from banditkit.experiments.runner import _seeds
 from banditkit.posteriors.base import Posterior
@@ -159,7 +160,7 @@ def run_stream(
     ys = jnp.asarray(streams[0].ys) if shared else jnp.stack([jnp.asarray(s.ys) for s in streams])
     keys = jnp.stack([jax.random.PRNGKey(s) for s in seed_list])
     axis = None if shared else 0
-    fn = jax.jit(jax.vmap(_scan_fn(learner, task), in_axes=(0, axis, axis)))
+    fn = jax.jit(canonical_convs(jax.vmap(_scan_fn(learner, task), in_axes=(0, axis, axis))))  # banditkit.convs
     tic = time.perf_counter()
     compiled = fn.lower(keys, xs, ys).compile()
     compile_s = time.perf_counter() - tic
