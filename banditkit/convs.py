@@ -2,11 +2,11 @@
 
 XLA:CPU rewrites every convolution of a jitted program's entry computation into the layout its fast kernels take
 (input ``NHWC``, kernel ``HWIO``, output ``NHWC``; in HLO ``dim_labels=b01f_01io->b01f``), but not the convolutions
-inside a ``while`` body (jax-ml/jax#12868).  A kernel gradient — JAX's transpose rule emits it as a convolution that
+inside a ``while`` body (jax-ml/jax#12868). A kernel gradient — JAX's transpose rule emits it as a convolution that
 contracts the batch axis, ``f01b_i01o->01bf`` — then runs on a slow generic loop: for LeNet-5's second kernel and
-200 images, 129 ms inside ``lax.scan`` against 13 ms in the fast layout on this machine (``benchmarks/`` note in
-``docs/usage.md``).  Every SGD fit that loops over batched gradients (the subspace EKF's warm-up, neural-linear's body
-retraining, replay SGD) pays it.
+200 images, 129 ms inside ``lax.scan`` against 13 ms in the fast layout on this machine (``docs/usage.md`` §6).
+Every SGD fit that loops over batched gradients (the subspace EKF's warm-up, neural-linear's body retraining, replay
+SGD) pays it.
 
 :func:`canonical_convs` ``(f)`` is ``f`` with every ``conv_general_dilated`` — including those inside ``jit``,
 ``scan``, ``while`` and ``cond`` bodies — written as ``transpose → convolution in the fast layout → transpose``.
@@ -14,7 +14,8 @@ The arithmetic is the same convolution (same window, padding, dilation, groups, 
 explicit transposes back into a convolution, so the loop body keeps the fast layout.  Functions without
 convolutions are returned unchanged in effect (the rewrite is the identity on them).
 
-Convolutions inside ``custom_jvp`` / ``custom_vjp`` rules are left as they are (their rules are opaque here).
+Convolutions inside ``custom_jvp`` / ``custom_vjp`` rules and ``jax.checkpoint`` (remat) blocks are left as they are
+(only ``jit``, ``scan``, ``while`` and ``cond`` are opened).
 """
 
 from __future__ import annotations
@@ -49,11 +50,11 @@ def _conv(lhs, rhs, *, dimension_numbers: lax.ConvDimensionNumbers, **params):
     """One ``conv_general_dilated`` in the fast layout: transpose the operands in, the result back."""
     lhs_spec, rhs_spec, out_spec = dimension_numbers
     fast = _fast_specs(len(lhs_spec) - 2)
-    lo, ro, oo = _order(lhs_spec), _order(rhs_spec, kernel=True), _order(out_spec)
     if dimension_numbers == fast:
-        return _CONV.bind(lhs, rhs, dimension_numbers=dimension_numbers, **params)
-    y = _CONV.bind(lax.transpose(lhs, lo), lax.transpose(rhs, ro), dimension_numbers=fast, **params)
-    return lax.transpose(y, tuple(int(i) for i in np.argsort(oo)))
+        return _CONV.bind(lhs, rhs, dimension_numbers=fast, **params)
+    lhs, rhs = lax.transpose(lhs, _order(lhs_spec)), lax.transpose(rhs, _order(rhs_spec, kernel=True))
+    y = _CONV.bind(lhs, rhs, dimension_numbers=fast, **params)
+    return lax.transpose(y, tuple(int(i) for i in np.argsort(_order(out_spec))))
 
 
 def _has_conv(jaxpr: jcore.Jaxpr) -> bool:
