@@ -311,9 +311,9 @@ def subspace_from_sgd(
         carry, _ = jax.lax.scan(step, carry, keys[:burn_in])
         rest = keys[burn_in : burn_in + n_keep * skip].reshape(n_keep, skip, *keys.shape[1:])
 
-        def chunk(c, ks):
+        def chunk(c, ks):  # keeps the iterate only where the SVD needs it (a random basis ignores the trajectory)
             c, _ = jax.lax.scan(step, c, ks)
-            return c, c[0]
+            return c, (c[0] if basis == "svd" else None)
 
         carry, kept = jax.lax.scan(chunk, carry, rest)
         tail = keys[burn_in + n_keep * skip :]
@@ -324,7 +324,7 @@ def subspace_from_sgd(
     _raise_if_diverged(theta_final, (theta0, ys, xs), n_iters, learning_rate if optimizer is None else None,
                        clip_norm)
     if basis == "random":  # a key apart from the minibatch keys (split(key, n_iters) above)
-        return linalg.orthonormal_rows(jax.random.fold_in(key, n_iters), dim, theta0.size, theta0.dtype).T, theta_final
+        return subspace_random(jax.random.fold_in(key, n_iters), params, dim)[0], theta_final
     centred = kept - jnp.mean(kept, axis=0, keepdims=True)
     _, _, vt = jnp.linalg.svd(centred, full_matrices=False)
     return vt[:dim].T, theta_final
