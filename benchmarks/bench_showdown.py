@@ -9,7 +9,8 @@ correct rounds; Mushroom has the showdown's stochastic eat/skip rewards.
 
 Differences from the paper, all data-driven: banditkit's Adult is the showdown's 14-arm occupation task (seed 002's
 reference used the 2-class income label); rows are the committed UCI tables in random permutations (not the LiM2
-5000-row pickles); the random-subspace EKF draws its basis through the initial weights (no warm-up fit).
+5000-row pickles).  The random-subspace EKF (``ekf_sub_rnd``) is the reference's EKF-Sub-RND, a random basis
+through the same warm-up fit θ* as the SVD one; ``ekf_sub_rnd_nowarm`` (opt-in) draws it through the initial weights.
 
 Usage::
 
