@@ -160,16 +160,25 @@ def test_predict_step_applies_forgetting_and_dynamics(x64):
     np.testing.assert_allclose(cov2, 0.64 * cov + 0.1 * np.eye(8), rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("q", [0.0, 0.01])
 @pytest.mark.parametrize("rank", [0, 2])
-def test_truncated_update_exact_mean_and_preserved_diagonal(x64, rank):
-    """rank < P: the mean is the exact update of the DLR(L) prior; diag of the precision is preserved (eq. 41)."""
+def test_truncated_update_exact_mean_and_preserved_diagonal(x64, rank, q):
+    """rank < P: the mean is the exact update of the DLR(L) prior; diag of the precision is preserved (eq. 41).
+
+    ``q = 0``: the identity predict, where the update takes WᵀW from its orthogonal columns; ``q > 0``: a predict
+    may mix the columns of W, so the update computes the whole Gram; it must be exact for any (υ, W), here random."""
     params = _linear_params(jnp.float64)
     xs, ys = _stream(4, jnp.float64)
-    post = bk.posteriors.lofi(linear_apply, Gaussian(0.09), rank=rank, init_cov=2.0)
-    update = jax.jit(post.update)
+    post = bk.posteriors.lofi(linear_apply, Gaussian(0.09), rank=rank, init_cov=2.0, dynamics_cov=q)
+    update = jax.jit(lambda s, x, y: post.update(post.predict(s), x, y))
     state = post.init(params)
     for t in range(3):
         state = update(state, xs[t], ys[t])
+    update = jax.jit(post.update)
+    if q > 0:
+        kw, ku = jax.random.split(jax.random.PRNGKey(11))
+        state = state._replace(prec_lr=jax.random.normal(kw, (8, rank), jnp.float64),
+                               prec_diag=jnp.exp(jax.random.normal(ku, (8,), jnp.float64)))
     prec_prior = np.diag(state.prec_diag) + np.asarray(state.prec_lr @ state.prec_lr.T)
     x, y = np.asarray(xs[3]), np.asarray(ys[3])
     h = np.concatenate([np.eye(2), np.kron(np.eye(2), x[None, :])], axis=1)
@@ -189,6 +198,22 @@ def test_truncated_update_exact_mean_and_preserved_diagonal(x64, rank):
     sph = bk.posteriors.lofi(linear_apply, Gaussian(0.09), rank=rank, init_cov=2.0, spherical=True)
     s = jax.jit(sph.update)(sph.init(params), xs[0], ys[0])
     np.testing.assert_allclose(s.prec_diag, 0.5)
+
+
+def test_update_keeps_low_rank_columns_orthogonal_in_float32():
+    """With the identity predict the update relies on WᵀW = diag(column norms²); rounding must not build up."""
+    model = MLP(features=(16,), out=1)
+    params = model.init(jax.random.PRNGKey(0), jnp.zeros(4))
+    post = bk.posteriors.lofi(model.apply, Gaussian(0.1), rank=5, init_cov=1.0)
+    kx, ky = jax.random.split(jax.random.PRNGKey(1))
+    xs = jax.random.normal(kx, (400, 4))
+    ys = jnp.sin(xs[:, :1] * 2.0) + 0.1 * jax.random.normal(ky, (400, 1))
+    state, _ = jax.lax.scan(lambda s, xy: (post.update(s, *xy), None), post.init(params), (xs, ys))
+    g = np.asarray(state.prec_lr.T @ state.prec_lr, np.float64)
+    d = np.sqrt(np.diag(g))
+    assert np.all(d > 0)
+    off = np.abs(g / np.outer(d, d) - np.eye(5)).max()
+    assert off < 1e-4, off
 
 
 def test_sampler_covariance_is_the_dlr_inverse(x64):
