@@ -47,11 +47,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import banditkit as bk
-from banditkit.likelihoods import Gaussian
-from banditkit.models.nets import MLP, LeNet5
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's banditkit
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import banditkit as bk  # noqa: E402
+from banditkit.likelihoods import Gaussian  # noqa: E402
+from banditkit.models.nets import MLP, LeNet5  # noqa: E402
 from benchmarks import common  # noqa: E402
 
 DEFAULT_BACKENDS = [

@@ -46,8 +46,9 @@ Cost per step: ``update`` one ``(P, L)`` Gram ``BᵀB = WᵀΥ⁻¹W`` (the root
 of the truncation — plus the Gram ``WᵀW`` when the predict is not the identity; ``sample`` / ``predictive`` the
 same ``BᵀB`` (XLA computes it once when they share a jitted step with ``update``); ``predict`` nothing when
 ``γ = 1``, ``q = 0`` and there is no inflation, else one Gram and one GEMM.  Against the earlier form, which
-concatenated ``W̃`` and took its Gram (2-core benchmark machine, one predict + update, 3 alternating runs): LeNet5
-rank 50 15–18 → 12–13 ms, 1M-parameter MLP rank 10 79–89 → 58–64 ms.
+concatenated ``W̃`` and took its Gram (2-core benchmark machine, alternating runs): one predict + update on a
+1M-parameter MLP at rank 10 83–96 → 56–84 ms; on LeNet5 at rank 50 (a 12 MB factor) 16–22 → 15–17 ms, within the
+machine's noise; the MNIST runner's Thompson step for 3 vmapped seeds (LeNet5, rank 50) 73.5 → 56.5 ms.
 
 ``rank=0`` gives the variational diagonal EKF (VD-EKF, App. A.4).  With ``rank ≥ P`` no mass is ever
 discarded and LoFi equals the full-covariance EKF.
