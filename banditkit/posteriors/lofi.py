@@ -19,7 +19,7 @@ update (Alg. 3), with ``J = ∂m/∂θ (C, P)`` at ``μ⁻``, ``R = VᵀV`` (upp
     ``υ = υ⁻ + rowsum(W× ⊙ W×)``  so that ``diag(Υ + WWᵀ) = diag(Υ⁻ + W̃W̃ᵀ)`` exactly (eq. 41).
     Invariant: the new ``W = W̃ U`` (``U`` eigenvectors of ``W̃ᵀW̃``) has orthogonal columns, and the identity
     predict (``γ = 1``, ``q = 0``, no inflation) keeps them, so there ``WᵀW = diag(‖w_k‖²)`` is read off the
-    column norms; any other predict mixes the columns and the update computes ``WᵀW``.
+    column norms; after any other predict (the dynamics mix the columns) the update computes ``WᵀW``.
     ``spherical=True`` (App. F, class SPL(L)): ``Υ = η I`` is changed only by the dynamics; the discarded
     directions are dropped (the general predict above is exact for ``Υ = ηI`` and equals Alg. 6).
 covariance inflation (App. E, applied to the posterior at ``t−1`` inside ``predict``, before the dynamics), with
@@ -260,8 +260,8 @@ def lofi(
         # truncation of W̃ = [W, c] (never formed): eigen-weights of its Gram [[WᵀW, Wᵀc], [cᵀW, cᵀc]], then the
         # kept and the discarded directions as two products (slicing one (P, n) product costs more on XLA:CPU).
         # An update leaves W with orthogonal columns (W = W̃ U, U eigenvectors of W̃ᵀW̃) and the identity predict
-        # keeps them, so then WᵀW = diag(column norms²), one cheap reduction instead of a second (P, L) Gram; a
-        # predict with dynamics or inflation mixes the columns, and WᵀW is computed
+        # keeps them, so then WᵀW = diag(column norms²), one cheap reduction instead of a second (P, L) Gram;
+        # after any other predict (the dynamics mix the columns; inflation only rescales them) WᵀW is computed
         w_gram = jnp.diag(jnp.sum(w * w, axis=0)) if static else w.T @ w
         wts, _ = linalg.project_weights(jnp.block([[w_gram, w_c], [w_c.T, c.T @ c]]), rank + nc)  # descending
         ups = state.prec_diag
