@@ -33,6 +33,8 @@ import warnings
 import numpy as np
 import pandas as pd
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's banditkit
+
 TASKS = {  # name: (function, dim, budget)
     "branin": ("branin", None, 40),
     "hartmann6": ("hartmann6", None, 40),

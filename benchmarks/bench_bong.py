@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import sys
 import time
 
 import jax
@@ -39,9 +40,11 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-import banditkit as bk
-from banditkit.likelihoods import Categorical, Gaussian
-from banditkit.models import MLP, LeNet5
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's banditkit
+
+import banditkit as bk  # noqa: E402
+from banditkit.likelihoods import Categorical, Gaussian  # noqa: E402
+from banditkit.models import MLP, LeNet5  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(__file__), "results")
 

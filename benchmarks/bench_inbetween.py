@@ -25,8 +25,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import banditkit as bk
-from banditkit.datasets.toy import in_between
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's banditkit
+
+import banditkit as bk  # noqa: E402
+from banditkit.datasets.toy import in_between  # noqa: E402
 
 
 def run_filter(name: str, post, params, x: np.ndarray, y: np.ndarray, grid: np.ndarray):

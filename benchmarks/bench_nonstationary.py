@@ -49,12 +49,14 @@ import numpy as np
 import optax
 import pandas as pd
 
-import banditkit as bk
-from banditkit.datasets import streams as S
-from banditkit.experiments.prequential import StreamLearner, run_stream
-from banditkit.likelihoods import Categorical, Gaussian
-from banditkit.models.nets import MLP
-from banditkit.posteriors.kalman_last_layer import current_forgetting
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's banditkit
+
+import banditkit as bk  # noqa: E402
+from banditkit.datasets import streams as S  # noqa: E402
+from banditkit.experiments.prequential import StreamLearner, run_stream  # noqa: E402
+from banditkit.likelihoods import Categorical, Gaussian  # noqa: E402
+from banditkit.models.nets import MLP  # noqa: E402
+from banditkit.posteriors.kalman_last_layer import current_forgetting  # noqa: E402
 
 HIDDEN = (32,)
 INIT_COV = 0.0415

@@ -43,9 +43,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import banditkit as bk
-from banditkit.likelihoods import Bernoulli, Gaussian
-from banditkit.models.nets import MLP
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's banditkit
+
+import banditkit as bk  # noqa: E402
+from banditkit.likelihoods import Bernoulli, Gaussian  # noqa: E402
+from banditkit.models.nets import MLP  # noqa: E402
 
 D_IN = 2
 PERIOD = 10_000
