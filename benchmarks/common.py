@@ -20,6 +20,7 @@ import argparse
 import os
 import platform
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -453,7 +454,7 @@ def plot_curve(cur: pd.DataFrame, path: str, *, title: str) -> None:
         ax.fill_between(x, g["cum_regret"] - g["cum_regret_se"], g["cum_regret"] + g["cum_regret_se"],
                         color=line.get_color(), alpha=0.2, lw=0)
     seeds = sorted(set(cur["n"]))
-    ax.set_title(f"{title} (mean ± s.e. over {'/'.join(map(str, seeds))} seeds)", fontsize=11)
+    ax.set_title(textwrap.fill(f"{title} (mean ± s.e. over {'/'.join(map(str, seeds))} seeds)", 70), fontsize=11)
     ax.set_xlabel("step")
     ax.set_ylabel("cumulative regret")
     ax.grid(True, alpha=0.3)

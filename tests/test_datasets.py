@@ -222,6 +222,18 @@ def test_official_file_loaders_read_the_synthetic_files(name, tmp_path):
         datasets.load(name, data_dir=tmp_path / "nowhere")
 
 
+def test_write_synthetic_takes_the_generators_size(tmp_path):
+    size = dict(n_users=6, n_videos=15, n_days=3, per_day=10)
+    external.write_synthetic("kuairec", tmp_path, seed=2, **size)
+    got = datasets.kuairec_rounds(**datasets.load("kuairec", data_dir=tmp_path))
+    want = datasets.kuairec_rounds(**external.synthetic_kuairec(2, **size))
+    np.testing.assert_array_equal(got["features"], want["features"])
+    np.testing.assert_allclose(got["rewards"], want["rewards"], rtol=1e-6)
+    assert got["num_videos"] == 15 and len(got["rewards"]) == 6 * 3  # 6 users x 3 days x 10 videos, blocks of 10
+    with pytest.raises(ValueError, match=r"unknown size argument\(s\) \['n_items'\].*n_users"):
+        external.write_synthetic("kuairec", tmp_path, n_items=5)
+
+
 def test_schemas_of_synthetic_look_alikes():
     cov = datasets.load("covertype", synthetic=True)
     assert list(cov.columns) == external.COVERTYPE_COLUMNS and cov["Cover_Type"].between(1, 7).all()

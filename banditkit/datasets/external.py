@@ -20,6 +20,7 @@ can be tested end to end (``read_*(folder)`` then equals ``synthetic_*()``).
 from __future__ import annotations
 
 import gzip
+import inspect
 import os
 from pathlib import Path
 
@@ -191,11 +192,21 @@ SYNTHETIC = {"kuairec": synthetic_kuairec, "covertype": synthetic_covertype, "ce
              "jester": synthetic_jester, "financial": synthetic_financial}
 
 
-def write_synthetic(name: str, folder: str | os.PathLike, seed: int = 0) -> list[Path]:
-    """Write the synthetic look-alike of ``name`` to ``folder`` in the official file format(s)."""
+def write_synthetic(name: str, folder: str | os.PathLike, seed: int = 0, **size) -> list[Path]:
+    """Write the synthetic look-alike of ``name`` to ``folder`` in the official file format(s).
+
+    ``size``: keyword arguments of the generator (e.g. ``n_users=500, n_days=14`` for :func:`synthetic_kuairec`),
+    for a larger look-alike than the default test-sized one."""
+    if name not in SYNTHETIC:
+        raise ValueError(f"no synthetic look-alike for {name!r}; choose one of {sorted(SYNTHETIC)}")
+    gen = SYNTHETIC[name]
+    allowed = [p for p in inspect.signature(gen).parameters if p != "seed"]
+    bad = sorted(set(size) - set(allowed))
+    if bad:
+        raise ValueError(f"write_synthetic({name!r}): unknown size argument(s) {bad}; {gen.__name__} takes {allowed}")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    data = SYNTHETIC[name](seed)
+    data = gen(seed, **size)
     if name == "kuairec":
         inter = data["interactions"].copy()
         ts = pd.to_datetime(inter["timestamp"], unit="s")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+import textwrap
 
 import numpy as np
 import pandas as pd
@@ -74,7 +75,7 @@ def _draw(df, column, ylabel, title, path, ax, logy=False, transform=None):
     ax.set_xlabel("step")
     ax.set_ylabel(ylabel)
     band = f"mean ± s.e. over {n_seeds} seeds" if n_seeds > 1 else "1 seed"
-    ax.set_title(f"{title} ({band})", fontsize=11)
+    ax.set_title(textwrap.fill(f"{title} ({band})", 70), fontsize=11)  # a long title would squeeze the axes
     ax.grid(True, alpha=0.3)
     ax.legend(frameon=False, fontsize=9)
     for side in ("top", "right"):
