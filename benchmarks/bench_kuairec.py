@@ -62,29 +62,29 @@ def main(argv=None) -> None:
                         "for the library's 216-round test one")
     args = p.parse_args(argv)
     real = args.data_dir is not None
+    folder = None  # the sized look-alike's temporary files, removed once the env has read them
     if real:
-        kwargs = dict(data_dir=os.path.expanduser(args.data_dir))
+        kwargs, source = dict(data_dir=os.path.expanduser(args.data_dir)), f"REAL KuaiRec files from {args.data_dir}"
     elif args.lookalike_size == "fixture":
-        kwargs = dict(synthetic=True)
+        kwargs, what = dict(synthetic=True), "the library's test fixture"
     else:
         size = _lookalike_size(p, args.lookalike_size)
         folder = tempfile.mkdtemp(prefix="kuairec_lookalike_")
         bk.datasets.write_synthetic("kuairec", folder, seed=0, **size)
         kwargs = dict(data_dir=folder)
-    probe = gym.make("banditkit/KuaiRec-v0", shuffle=args.shuffle, **kwargs).unwrapped
-    if args.steps == 0:
-        args.steps = min(probe.num_rounds, 200000)
-    common.check_args(args)
-    tic = time.perf_counter()
-    env = gym.make("banditkit/KuaiRec-v0", max_steps=args.steps, shuffle=args.shuffle, **kwargs)
-    if not real and args.lookalike_size != "fixture":
-        shutil.rmtree(kwargs["data_dir"])  # the env holds the rounds in memory
-    if real:
-        source = f"REAL KuaiRec files from {args.data_dir}"
-    else:
-        what = ("the library's test fixture" if args.lookalike_size == "fixture"
-                else "{} users × {} videos × {} days, {} videos per user-day".format(*args.lookalike_size.split(",")))
+        what = "{n_users} users × {n_videos} videos × {n_days} days, {per_day} videos per user-day".format(**size)
+    if not real:
         source = f"SYNTHETIC look-alike ({what}; no --data-dir given)"
+    try:
+        probe = gym.make("banditkit/KuaiRec-v0", shuffle=args.shuffle, **kwargs).unwrapped
+        if args.steps == 0:
+            args.steps = min(probe.num_rounds, 200000)
+        common.check_args(args)
+        tic = time.perf_counter()
+        env = gym.make("banditkit/KuaiRec-v0", max_steps=args.steps, shuffle=args.shuffle, **kwargs)
+    finally:
+        if folder is not None:
+            shutil.rmtree(folder)  # the env holds the rounds in memory
     chosen = common.select(agents(), args.agents)
     print(f"== KuaiRec ({source}): {list(chosen)}, {args.steps} steps, {args.seeds} seeds", flush=True)
     def write(res) -> None:
@@ -115,11 +115,11 @@ def _write(args, env, res, source: str, real: bool) -> None:
                          f"{res.timing[a]['compile_s']:.1f} |")
         # references from the env's expected rewards of the same rounds: the mean of the 10 arms and the best arm
         u = env.unwrapped
+        days = day[: args.steps].to_numpy()
+        wrs = [np.expm1(np.asarray(u.functional(seed, args.steps).expected, np.float64)[: args.steps])
+               for seed in range(args.seeds)]
         for label, pick in (("uniform-random policy (reference)", np.mean), ("oracle (reference)", np.max)):
-            v = []
-            for seed in range(args.seeds):
-                wr = np.expm1(np.asarray(u.functional(seed, args.steps).expected, np.float64)[: args.steps])
-                v.append(pd.Series(pick(wr, axis=1)).groupby(day[: args.steps].to_numpy()).mean().mean())
+            v = [pd.Series(pick(wr, axis=1)).groupby(days).mean().mean() for wr in wrs]
             lines.append(f"| {label} | {np.mean(v):.4f} ± {common.se(v):.4f} | — | — |")
         daily_md = "\n".join(lines) + "\n"
         per_day.to_csv(os.path.join(args.out, "kuairec_daily.csv"), index=False)
