@@ -6,7 +6,9 @@ Every experiment command writes into ``--out`` (created if needed)::
     <cmd>_summary.md     the per-agent summary table (also printed)
     <cmd>_<plot>.png     cumulative regret (bandits) or simple regret (BO), mean ± s.e. over seeds
 
-``--quiet`` silences progress bars.  Errors print one line (``banditkit <cmd>: error: ...``) and exit with status 2
+``--quiet`` silences progress bars.  Every command first caps BLAS at one thread
+(:func:`banditkit.threads.limit_blas_threads`; ``BANDITKIT_BLAS_THREADS=system`` leaves it).  Errors print one
+line (``banditkit <cmd>: error: ...``) and exit with status 2
 (1 when some dataset could not be fetched, 130 on Ctrl-C).
 """
 
@@ -308,6 +310,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         prog = f"banditkit {args.command}"
+        from banditkit import threads
+
+        threads.limit_blas_threads()  # one BLAS thread: the LAPACK calls inside jitted steps (banditkit/threads.py)
         return int(args.func(args) or 0)
     except CLIError as e:
         msg = str(e)

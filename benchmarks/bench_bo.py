@@ -698,6 +698,8 @@ def _pareto_plot(out: str, points: list[tuple[str, pd.DataFrame]]) -> None:
 
 # -------------------------------------------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> None:
+    from benchmarks import common as bench_common
+
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--tasks", default=",".join(SMALL_TASKS), help=f"comma list from {list(TASKS)}")
     p.add_argument("--methods", default=",".join(METHODS), help=f"comma list from {METHODS}")
@@ -715,7 +717,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--checkpoint-dir", default=None,
                    help="where BoTorch runs save their state after every query (default OUT/bo_checkpoints); "
                         "re-running the same command resumes an interrupted run; 'none' disables")
+    bench_common.add_blas_threads(p)
     args = p.parse_args(argv)
+    bench_common.apply_blas_threads(args.blas_threads)
     os.makedirs(args.out, exist_ok=True)
     command = "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]

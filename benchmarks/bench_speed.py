@@ -289,7 +289,7 @@ def write_outputs(rows: list[dict], out: str, args) -> None:
         + "; float32; one observation per step, scalar Gaussian output (R = 0.1); a new state buffer per step "
         + "(`donated ms`: the state donated to the step, updated in place as in the runner)"
         + f". {args.warmup} warm-up + {args.steps} timed steps per backend; compile time separate. "
-        + f"Allocator: {getattr(args, 'malloc', 'glibc defaults')}.",
+        + f"Allocator: {getattr(args, 'malloc', 'glibc defaults')}; {common.blas_note()}.",
         "",
         f"Command: `python benchmarks/bench_speed.py {' '.join(args.argv)}`",
         "",
@@ -379,8 +379,10 @@ def main(argv=None) -> None:
     ap.add_argument("--keep-freed-memory", action="store_true",
                     help="call banditkit.memory.keep_freed_memory() first (faster for factors above 32 MiB, slower "
                          "for small ones)")
+    common.add_blas_threads(ap)
     args = ap.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
+    common.apply_blas_threads(args.blas_threads)
     args.malloc = "glibc defaults"
     if args.keep_freed_memory:
         kept = bk.memory.keep_freed_memory()

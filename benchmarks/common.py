@@ -50,10 +50,39 @@ def parser(description: str, *, steps: int, seeds: int) -> argparse.ArgumentPars
     p.add_argument("--chunk", type=int, default=None,
                    help="rounds per compiled chunk (default max(25, steps // 40)); the time cap and SIGUSR1 act "
                         "at chunk ends, so a smaller chunk stops a slow agent sooner")
+    add_blas_threads(p)
     return p
 
 
+def add_blas_threads(p: argparse.ArgumentParser) -> None:
+    """``--blas-threads N|system`` (default 1, as the ``banditkit`` command): see :mod:`banditkit.threads`."""
+    p.add_argument("--blas-threads", default="1",
+                   help="cap BLAS / LAPACK at this many threads before running (banditkit.threads.limit_blas_threads; "
+                        "default 1, as the banditkit command does), or 'system' to leave the library's default")
+
+
+def apply_blas_threads(value: str) -> None:
+    """Apply ``--blas-threads``: an integer ``>= 1`` caps every BLAS library, ``system`` changes nothing."""
+    if str(value).strip().lower() == "system":
+        return
+    try:
+        n = int(value)
+    except ValueError:
+        raise SystemExit(f"--blas-threads must be an integer >= 1 or 'system', got {value!r}") from None
+    if n < 1:
+        raise SystemExit(f"--blas-threads must be an integer >= 1 or 'system', got {value!r}")
+    bk.threads.limit_blas_threads(n)
+
+
+def blas_note() -> str:
+    """``"BLAS threads 1"`` (the counts of the loaded BLAS libraries), for the machine line of a result."""
+    counts = sorted(set(bk.threads.blas_threads().values()))
+    return "BLAS threads " + ("/".join(map(str, counts)) if counts else "n/a (no BLAS library loaded)")
+
+
 def check_args(args: argparse.Namespace) -> None:
+    """Refuse bad ``--steps`` / ``--seeds``; apply ``--blas-threads``."""
+    apply_blas_threads(args.blas_threads)
     if args.steps < 1:
         raise SystemExit(f"--steps must be >= 1, got {args.steps}")
     if args.seeds < 1:
@@ -303,7 +332,8 @@ def machine(load: bool = True) -> str:
     avg = load_average() if load else None
     load_txt = f", load average at the end {avg:.1f}" if avg is not None else ""
     return (f"{platform.machine()} CPU, {os.cpu_count()} cores shared with other users{load_txt}; "
-            f"python {platform.python_version()}, jax {jax.__version__} ({jax.default_backend()}){commit_note()}")
+            f"python {platform.python_version()}, jax {jax.__version__} ({jax.default_backend()}), {blas_note()}"
+            f"{commit_note()}")
 
 
 def references(env, steps: int, seeds: int, transform: Callable | None = None) -> str:

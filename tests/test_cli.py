@@ -9,10 +9,33 @@ import jax
 import pandas as pd
 import pytest
 
+from banditkit import threads
 from banditkit.agents import make_agent
 from banditkit.cli import DEMO_AGENTS, build_parser, main
 
 COMMANDS = ["demo", "run", "compare", "bo", "data"]
+
+
+@pytest.fixture(autouse=True)
+def _blas_cap_recorded(monkeypatch):
+    """``main`` caps BLAS threads for the whole process; here it records the call instead, so that the rest of
+    the suite keeps the library's defaults."""
+    calls = []
+
+    def record(num_threads=1):
+        calls.append(num_threads)
+        threads._requested(num_threads)  # the environment is still checked (bad values are errors)
+        return {}
+
+    monkeypatch.setattr(threads, "limit_blas_threads", record)
+    return calls
+
+
+def test_every_command_caps_blas_threads_first(_blas_cap_recorded, capsys, monkeypatch):
+    assert main(["data", "list"]) == 0
+    assert _blas_cap_recorded == [1]
+    monkeypatch.setenv(threads.ENV, "lots")
+    _one_line_error(capsys, ["data", "list"], threads.ENV, "positive integer")
 
 
 def _one_line_error(capsys, argv, *words):
