@@ -390,6 +390,10 @@ def write_outputs(res: Result, out: str, tag: str, *, title: str, protocol: str,
         seeds_df, cur, order, old_cmds, old_machines, run_notes = _merge_previous(out, tag, seeds_df, cur, order)
         commands = old_cmds + [f"{commands[0]} (with `--merge`: re-ran {', '.join(sorted(set(res.timing)))})"]
         machines = old_machines + machines
+    if merged and not seeds_df.empty:
+        counts = seeds_df.groupby("agent")["seed"].nunique()
+        if counts.nunique() > 1:  # the protocol line names this run's seeds; the kept rows may have other counts
+            protocol += f" (this command; the table's rows have {counts.min()}–{counts.max()} seeds, see `seeds`)"
     s = summary(seeds_df, order) if not seeds_df.empty else pd.DataFrame()
     if callable(floors):
         floors = floors(s) if not s.empty else []

@@ -52,3 +52,14 @@ def test_merge_keeps_rows_judges_floors_on_the_merged_table_and_keeps_run_notes(
     seeds = pd.read_csv(tmp_path / "t_seeds.csv")
     assert list(seeds["agent"]) == ["a", "a", "b", "b"]
     assert (tmp_path / "t_regret.png").stat().st_size > 0
+
+
+def test_merged_rows_with_other_seed_counts_are_named_on_the_protocol_line(tmp_path, monkeypatch):
+    _write(tmp_path, _result({"a": 0.5, "b": 0.25}, seeds=3), False, ["bench.py"], monkeypatch)
+    assert "**Protocol run:** p\n" in (tmp_path / "t.md").read_text()
+    _write(tmp_path, _result({"b": 0.75}, seeds=5), True, ["bench.py", "--merge"], monkeypatch)
+    md = (tmp_path / "t.md").read_text()
+    assert "**Protocol run:** p (this command; the table's rows have 3–5 seeds, see `seeds`)" in md
+    _write(tmp_path, _result({"a": 0.5}, seeds=5), True, ["bench.py", "--merge"], monkeypatch)
+    assert "**Protocol run:** p\n" in (tmp_path / "t.md").read_text()  # every row has 5 seeds again
+
