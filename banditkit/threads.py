@@ -58,10 +58,9 @@ def limit_blas_threads(num_threads: int = 1) -> dict[str, int]:
     if n is None:
         return {}
     import scipy.linalg.cython_lapack  # noqa: F401  (the library jaxlib's LAPACK kernels are taken from)
-    from threadpoolctl import ThreadpoolController
 
     before = {}
-    for lib in ThreadpoolController().select(user_api="blas").lib_controllers:
+    for lib in _blas_libraries():
         before[lib.filepath] = lib.num_threads
         lib.set_num_threads(n)
     return before
@@ -69,6 +68,11 @@ def limit_blas_threads(num_threads: int = 1) -> dict[str, int]:
 
 def blas_threads() -> dict[str, int]:
     """``{library file: threads}`` of the loaded BLAS libraries (what :func:`limit_blas_threads` would change)."""
+    return {lib.filepath: lib.num_threads for lib in _blas_libraries()}
+
+
+def _blas_libraries() -> list:
+    """threadpoolctl's controllers of the BLAS libraries loaded in this process now."""
     from threadpoolctl import ThreadpoolController
 
-    return {lib.filepath: lib.num_threads for lib in ThreadpoolController().select(user_api="blas").lib_controllers}
+    return ThreadpoolController().select(user_api="blas").lib_controllers

@@ -68,7 +68,7 @@ def apply_blas_threads(value: str) -> None:
     try:
         n = int(value)
     except ValueError:
-        raise SystemExit(f"--blas-threads must be an integer >= 1 or 'system', got {value!r}") from None
+        n = 0
     if n < 1:
         raise SystemExit(f"--blas-threads must be an integer >= 1 or 'system', got {value!r}")
     bk.threads.limit_blas_threads(n)

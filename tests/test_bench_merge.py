@@ -62,4 +62,3 @@ def test_merged_rows_with_other_seed_counts_are_named_on_the_protocol_line(tmp_p
     assert "**Protocol run:** p (this command; the table's rows have 3–5 seeds, see `seeds`)" in md
     _write(tmp_path, _result({"a": 0.5}, seeds=5), True, ["bench.py", "--merge"], monkeypatch)
     assert "**Protocol run:** p\n" in (tmp_path / "t.md").read_text()  # every row has 5 seeds again
-
