@@ -21,7 +21,7 @@ do not identify the user, so the affinity part is noise to the agent and only po
 Usage::
 
     python benchmarks/bench_kuairec.py --data-dir ~/KuaiRec/data --steps 200000 --seeds 3   # real data
-    python benchmarks/bench_kuairec.py --seeds 3                                           # look-alike
+    python benchmarks/bench_kuairec.py --seeds 5                                           # look-alike
 """
 
 from __future__ import annotations
