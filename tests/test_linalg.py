@@ -238,3 +238,41 @@ def test_sample_factor_vmapped_batch(x64):
         np.testing.assert_allclose(f[i] @ f[i].T, bad[i], atol=1e-10)
     w, v = np.linalg.eigh(bad[1])
     np.testing.assert_allclose(f[1] @ f[1].T, (v * np.maximum(w, 0)) @ v.T, atol=1e-10)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("blocked", [False, True])
+def test_weighted_gram_matches_dense(x64, monkeypatch, weighted, blocked):
+    """``Wᵀ diag(d) W``, on the single product and on the blocked loop (a remainder block of 3 rows), vmapped too."""
+    if blocked:
+        monkeypatch.setattr(linalg, "GRAM_BLOCK", 16)
+        monkeypatch.setattr(linalg, "GRAM_MIN_SIZE", 0)
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=(2, 99, 7))
+    d = np.exp(rng.normal(size=(2, 99))) if weighted else np.ones((2, 99))
+    want = np.einsum("bpi,bp,bpj->bij", w, d, w)
+    fn = (lambda w, d: linalg.weighted_gram(w, d)) if weighted else (lambda w, d: linalg.weighted_gram(w))
+    np.testing.assert_allclose(jax.jit(fn)(w[0], d[0]), want[0], rtol=1e-12)
+    np.testing.assert_allclose(jax.jit(jax.vmap(fn))(w, d), want, rtol=1e-12)
+
+
+def test_weighted_gram_blocks_only_large_factors(monkeypatch):
+    """The blocked loop is traced only for ``P·n ≥ GRAM_MIN_SIZE`` and at least four blocks."""
+    w = jnp.ones((4 * linalg.GRAM_BLOCK, 3))
+
+    def has_loop(w):  # a fresh function each time: make_jaxpr caches traces by function
+        eqns = jax.make_jaxpr(lambda v: linalg.weighted_gram(v))(w).eqns
+        return any(e.primitive.name in ("while", "scan") for e in eqns)
+
+    assert not has_loop(w)  # below GRAM_MIN_SIZE
+    monkeypatch.setattr(linalg, "GRAM_MIN_SIZE", 0)
+    assert has_loop(w)
+    assert not has_loop(w[:-1])  # three whole blocks
+
+
+def test_tall_t_matmul(x64):
+    rng = np.random.default_rng(1)
+    w, z, zs = rng.normal(size=(50, 4)), rng.normal(size=50), rng.normal(size=(50, 3))
+    np.testing.assert_allclose(jax.jit(linalg.tall_t_matmul)(w, z), w.T @ z, rtol=1e-12)
+    np.testing.assert_allclose(jax.jit(linalg.tall_t_matmul)(w, zs), w.T @ zs, rtol=1e-12)
+    np.testing.assert_allclose(jax.vmap(linalg.tall_t_matmul)(w[None], zs[None])[0], w.T @ zs, rtol=1e-12)

@@ -160,9 +160,18 @@ def test_predict_step_applies_forgetting_and_dynamics(x64):
     np.testing.assert_allclose(cov2, 0.64 * cov + 0.1 * np.eye(8), rtol=1e-10, atol=1e-12)
 
 
+@pytest.fixture(params=[False, True], ids=["one-gram", "blocked-gram"])
+def gram_blocks(request, monkeypatch):
+    """``True``: ``linalg.weighted_gram`` takes its blocked path (blocks of 2 rows) even for these tiny ``P``."""
+    if request.param:
+        monkeypatch.setattr(bk.linalg, "GRAM_BLOCK", 2)
+        monkeypatch.setattr(bk.linalg, "GRAM_MIN_SIZE", 0)
+    return request.param
+
+
 @pytest.mark.parametrize("q", [0.0, 0.01])
 @pytest.mark.parametrize("rank", [0, 2])
-def test_truncated_update_exact_mean_and_preserved_diagonal(x64, rank, q):
+def test_truncated_update_exact_mean_and_preserved_diagonal(x64, rank, q, gram_blocks):
     """rank < P: the mean is the exact update of the DLR(L) prior; diag of the precision is preserved (eq. 41).
 
     ``q = 0``: the identity predict, where the update takes WᵀW from its orthogonal columns; ``q > 0``: a predict
@@ -216,7 +225,7 @@ def test_update_keeps_low_rank_columns_orthogonal_in_float32():
     assert off < 1e-4, off
 
 
-def test_sampler_covariance_is_the_dlr_inverse(x64):
+def test_sampler_covariance_is_the_dlr_inverse(x64, gram_blocks):
     params = _linear_params(jnp.float64)
     xs, ys = _stream(5, jnp.float64)
     post = bk.posteriors.lofi(linear_apply, Gaussian(0.09), rank=3, init_cov=2.0, dynamics_cov=0.01)
