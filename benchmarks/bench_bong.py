@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 import time
 
@@ -45,6 +44,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 import banditkit as bk  # noqa: E402
 from banditkit.likelihoods import Categorical, Gaussian  # noqa: E402
 from banditkit.models import MLP, LeNet5  # noqa: E402
+from benchmarks import common  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(__file__), "results")
 
@@ -193,7 +193,9 @@ def main(argv=None):
     ap.add_argument("--skip-mnist", action="store_true")
     ap.add_argument("--skip-regression", action="store_true")
     ap.add_argument("--out", default=os.path.join(RESULTS, "bong"))
+    common.add_blas_threads(ap)
     args = ap.parse_args(argv)
+    common.apply_blas_threads(args.blas_threads)
 
     rows, notes = [], []
     t_start = time.perf_counter()
@@ -255,8 +257,8 @@ def flush(rows, args, notes, t_start) -> float:
 def write_markdown(df: pd.DataFrame, args, notes, total: float):
     lines = ["# BONG grid benchmark (seed 004 protocol, scaled to CPU)", "",
              f"Command: `python benchmarks/bench_bong.py {' '.join(_argv_str(args))}`  ",
-             f"Machine: {platform.machine()} CPU, JAX {jax.__version__} ({jax.default_backend()}), shared with other "
-             f"jobs; total wall time {total:.0f} s.  `seconds` = wall time of the updates only (compile included).", ""]
+             f"Machine: {common.machine(load=False)}; total wall time {total:.0f} s.  `seconds` = wall time of the "
+             "updates only (compile included).", ""]
     lines += [f"- {n}" for n in notes] + [""]
     for task, metrics in (("regression", ["nlpd_plugin", "nlpd_lin", "rmse"]),
                           ("mnist", ["nlpd_plugin", "misclass_plugin", "nlpd_linmc", "misclass_linmc"])):

@@ -29,6 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 import banditkit as bk  # noqa: E402
 from banditkit.datasets.toy import in_between  # noqa: E402
+from benchmarks import common  # noqa: E402
 
 
 def run_filter(name: str, post, params, x: np.ndarray, y: np.ndarray, grid: np.ndarray):
@@ -59,7 +60,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--init-scale", type=float, default=0.5,
                    help="initial weights ~ scale · N(0, 1) as in seed 003's notebook (0: Flax's default init)")
     p.add_argument("--out", default="benchmarks/results")
+    common.add_blas_threads(p)
     args = p.parse_args(argv)
+    common.apply_blas_threads(args.blas_threads)
     os.makedirs(args.out, exist_ok=True)
     data = in_between(n=args.n, seed=args.seed)
     x, y, grid = data["x"], data["y"], data["x_grid"]
@@ -113,12 +116,10 @@ def main(argv: list[str] | None = None) -> None:
     fig.tight_layout()
     fig.savefig(os.path.join(args.out, "inbetween.png"), dpi=110)
     plt.close(fig)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from common import machine
 
     md = ["# In-between uncertainty (seed 003 §11.1)", "",
           f"**Command:** `python {os.path.relpath(sys.argv[0])} {' '.join(sys.argv[1:])}`", "",
-          f"**Machine:** {machine()}", "",
+          f"**Machine:** {common.machine()}", "",
           f"{args.n} points (`bk.datasets.toy.in_between`, seed {args.seed}), one pass, MLP 4×128 ELU, q = 0, "
           f"prior variance ½, initial weights {args.init_scale:g}·N(0,1), R = {args.obs_noise:g} "
           "(the paper's R = 0 is not a valid Gaussian variance).  "

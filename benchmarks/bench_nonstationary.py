@@ -57,6 +57,7 @@ from banditkit.experiments.prequential import StreamLearner, run_stream  # noqa:
 from banditkit.likelihoods import Categorical, Gaussian  # noqa: E402
 from banditkit.models.nets import MLP  # noqa: E402
 from banditkit.posteriors.kalman_last_layer import current_forgetting  # noqa: E402
+from benchmarks import common  # noqa: E402
 
 HIDDEN = (32,)
 INIT_COV = 0.0415
@@ -237,7 +238,9 @@ def main() -> None:
     p.add_argument("--out", default="benchmarks/results")
     p.add_argument("--tag", default="nonstationary")
     p.add_argument("--replot", action="store_true", help="only redraw the PNG from the committed _curve.csv")
+    common.add_blas_threads(p)
     args = p.parse_args()
+    common.apply_blas_threads(args.blas_threads)
     os.makedirs(args.out, exist_ok=True)
     t0 = time.perf_counter()
     x, y = pooled_fmnist()

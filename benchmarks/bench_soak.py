@@ -48,6 +48,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 import banditkit as bk  # noqa: E402
 from banditkit.likelihoods import Bernoulli, Gaussian  # noqa: E402
 from banditkit.models.nets import MLP  # noqa: E402
+from benchmarks import common  # noqa: E402
 
 D_IN = 2
 PERIOD = 10_000
@@ -344,8 +345,8 @@ def _markdown(rows: list[dict], steps: int, seconds: float) -> str:
     lines = [
         f"# Soak: {steps:,} steps per backend, float32, drifting nonlinear stream",
         "",
-        f"Produced by `python benchmarks/bench_soak.py --steps {steps}` (jax {jax.__version__}, "
-        f"{jax.devices()[0].platform}, total {seconds:.0f} s).  Model MLP{FEATURES} on 2 inputs (33 parameters); "
+        f"Produced by `python benchmarks/bench_soak.py --steps {steps}` (total {seconds:.0f} s; "
+        f"{common.machine(load=False)}).  Model MLP{FEATURES} on 2 inputs (33 parameters); "
         f"target rotates once every {PERIOD:,} steps.  Error = mean squared one-step error (regression) or Brier "
         f"score (classification) over a window of {max(steps // 20, 1):,} steps; `prior` = the initial network "
         "never updated; `frozen` = the backend's own state frozen after the first window; `oracle` = the expected "
@@ -391,7 +392,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--edge", type=int, default=200, help="steps per stress segment appended (tiny/huge/repeated x)")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "soak"))
+    common.add_blas_threads(ap)
     args = ap.parse_args(argv)
+    common.apply_blas_threads(args.blas_threads)
     names = backend_names() if args.backends == "all" else args.backends.split(",")
     tasks = args.tasks.split(",")
     rows = []

@@ -71,7 +71,9 @@ def main(argv=None) -> None:
     p.add_argument("--tag", default="mnist_seed002_warmup_fit")
     p.add_argument("--clip-norm", type=float, default=None,
                    help="subspace_from_sgd's clip_norm (gradient-norm bound); default: none, as the protocol")
+    common.add_blas_threads(p)
     args = p.parse_args(argv)
+    common.apply_blas_threads(args.blas_threads)
     os.makedirs(args.out, exist_ok=True)
     env = gym.make("banditkit/MNIST-v0", max_steps=STEPS, replace=False)
     u = env.unwrapped

@@ -75,3 +75,15 @@ def test_benchmark_option_refuses_bad_values_and_system_changes_nothing():
     assert common.blas_note().startswith("BLAS threads ")
     args = common.parser("x", steps=10, seeds=3).parse_args([])
     assert args.blas_threads == "1"  # the benchmarks cap BLAS by default, as the banditkit command does
+
+
+def test_every_benchmark_script_takes_the_option():
+    """A timing written by a script that ignored the cap would not be comparable with the other result files."""
+    import pathlib
+
+    bench = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
+    scripts = sorted([*bench.glob("bench_*.py"), *bench.glob("diag_*.py")])
+    assert len(scripts) >= 10
+    missing = [f.name for f in scripts
+               if "common.parser(" not in (src := f.read_text()) and "add_blas_threads(" not in src]
+    assert not missing, f"scripts without --blas-threads: {missing}"
