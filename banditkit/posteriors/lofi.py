@@ -51,9 +51,10 @@ concatenated ``W̃`` and took its Gram (2-core benchmark machine, alternating ru
 machine's noise; the MNIST runner's Thompson step for 3 vmapped seeds (LeNet5, rank 50) 73.5 → 56.5 ms.
 ``B = Υ^{-1/2} W`` is never materialised: the Gram is :func:`banditkit.linalg.weighted_gram` (blocked over ``P``,
 the weights applied per cache-resident block) and ``Bᵀz`` is :func:`banditkit.linalg.tall_t_matmul` of
-``Υ^{-1/2} z``.  Against materialising ``B`` (same machine, BLAS on one thread, alternating runs): LeNet5 rank 50
-predict + update 15.7 → 10.5 ms, rank 10 6.1 → 5.0 ms; the Thompson step for 3 vmapped seeds 46.8 → 41.5 ms
-(medians of 3 × 8 scans of 50 steps).
+``Υ^{-1/2} z``.  Against materialising ``B`` (same machine, BLAS on one thread, three alternating runs of each
+checkout): the MNIST runner's Thompson step for 3 vmapped seeds 46.8 → 41.5 ms (medians of 8 compiled scans of 50
+rounds); one predict + update with the state donated, LeNet5 rank 50 15.0 → 10.2 ms (one of the three runs 14.0),
+rank 10 4.4 → 3.8 ms; MLPs of 100k / 1M parameters at rank 10 unchanged within the machine's noise.
 
 ``rank=0`` gives the variational diagonal EKF (VD-EKF, App. A.4).  With ``rank ≥ P`` no mass is ever
 discarded and LoFi equals the full-covariance EKF.
