@@ -20,6 +20,8 @@ Kernels
 ``lowrank_kalman_update(...)``  one Kalman step of a ``CᵀC + qI`` block (HiLoFi hidden block, LoLoFi, LRKF),
                                 the projection done as one ``(d, d) @ (d, D)`` GEMM (no ``D``-sized Gram or transpose).
 ``sqrt_factor_update(...)``     full-rank square-root block-Joseph step in ``O(D² c)`` (HiLoFi last layer).
+``weighted_gram(W, d)``         ``Wᵀ diag(d) W`` of a tall ``(D, n)`` factor, blocked over ``D`` (LoFi's ``BᵀB``).
+``tall_t_matmul(W, z)``         ``Wᵀ z`` of a tall factor in XLA:CPU's fast operand order (LoFi's ``Bᵀz``).
 """
 
 from __future__ import annotations
