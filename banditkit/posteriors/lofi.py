@@ -116,10 +116,9 @@ def _cov_root(prec_diag: Array, prec_lr: Array) -> _Root:
 
 def _apply_f(root: _Root, z: Array) -> Array:
     """``F z = z − B K Bᵀ z`` for ``z (P,)`` or ``(P, k)``, with ``B = Υ^{-1/2} W`` applied factor by factor."""
-    zs = root.isd * z if z.ndim == 1 else root.isd[:, None] * z
-    btz = linalg.tall_t_matmul(root.w, zs)  # Bᵀ z = Wᵀ (Υ^{-1/2} z)  (n,) or (n, k)
-    bkbtz = root.w @ (root.k @ btz)
-    return z - (root.isd * bkbtz if z.ndim == 1 else root.isd[:, None] * bkbtz)
+    isd = root.isd if z.ndim == 1 else root.isd[:, None]
+    btz = linalg.tall_t_matmul(root.w, isd * z)  # Bᵀ z = Wᵀ (Υ^{-1/2} z)  (n,) or (n, k)
+    return z - isd * (root.w @ (root.k @ btz))
 
 
 def _root_jac(root: _Root, jac: Array) -> Array:
