@@ -22,9 +22,14 @@ Usage::
     python benchmarks/bench_bong.py                    # MNIST from the cache (else synthetic) + regression
     python benchmarks/bench_bong.py --synthetic        # synthetic MNIST-shaped data (no cache needed)
     python benchmarks/bench_bong.py --mnist-steps 2000 --seeds 3
+    # the same on two cores: one process per seed list, then one that only gathers their finished runs
+    taskset -c 0 python benchmarks/bench_bong.py --mnist-steps 2000 --seed-list 0,1 --out /tmp/bong_a/bong &
+    taskset -c 1 python benchmarks/bench_bong.py --mnist-steps 2000 --seed-list 2 --out /tmp/bong_b/bong; wait
+    python benchmarks/bench_bong.py --mnist-steps 2000 --seeds 3 --reuse /tmp/bong_a/bong.csv,/tmp/bong_b/bong.csv
 
 Writes ``benchmarks/results/bong.csv`` (one row per method × seed × checkpoint) and ``bong.md`` (final-checkpoint
-means ± standard errors), and prints which data were used.
+means ± standard errors over the seeds that reached the last checkpoint, with how many did), and prints which
+data were used.
 """
 
 from __future__ import annotations
@@ -186,6 +191,11 @@ def main(argv=None):
     ap.add_argument("--mnist-test", type=int, default=300)
     ap.add_argument("--reg-steps", type=int, default=400, help="multiple of 4")
     ap.add_argument("--seeds", type=int, default=1)
+    ap.add_argument("--seed-list", default=None,
+                    help="comma list of seeds to run instead of 0..seeds-1 (e.g. one process per core, then --reuse)")
+    ap.add_argument("--reuse", default=None,
+                    help="comma list of bong.csv files: a (task, method, seed) run they hold to its end (or to its "
+                         "divergence) at this run's checkpoints is taken from them instead of re-run")
     ap.add_argument("--rank", type=int, default=10)
     ap.add_argument("--mc-samples", type=int, default=10)
     ap.add_argument("--mnist-init-cov", type=float, default=1e-2)
@@ -197,17 +207,30 @@ def main(argv=None):
     args = ap.parse_args(argv)
     common.apply_blas_threads(args.blas_threads)
 
-    rows, notes = [], []
+    seeds = [int(v) for v in args.seed_list.split(",")] if args.seed_list else list(range(args.seeds))
+    old = pd.concat([pd.read_csv(f) for f in args.reuse.split(",")]) if args.reuse else pd.DataFrame()
+    rows, notes, n_reused = [], [], [0]
     t_start = time.perf_counter()
+
+    def reused(task, m, seed, checkpoints) -> bool:
+        """Take a finished run from ``--reuse`` files into ``rows``; False if there is none."""
+        got = finished_rows(old, task, label(m), seed, checkpoints)
+        rows.extend(got)
+        n_reused[0] += bool(got)
+        if got:
+            print(f"[{task} seed {seed}] {label(m):32s} reused", flush=True)
+        return bool(got)
     if not args.skip_regression:
         n = args.reg_steps
         checkpoints = [n // 4 * k for k in (1, 2, 4)]
-        for seed in range(args.seeds):
+        for seed in seeds:
             xtr, ytr, xte, yte = regression_data(n, 500, seed)
             r = 0.1 * float(np.var(ytr))
             model = MLP(features=(20, 20), out=1)
             params = model.init(jax.random.PRNGKey(seed), xtr[0])
             for m in method_grid("regression", args.rank, args.mc_samples):
+                if reused("regression", m, seed, checkpoints):
+                    continue
                 post = bk.posteriors.bong(model.apply, Gaussian(r), init_cov=1.0, seed=seed, **m)
                 res = run_method(post, params, jnp.asarray(xtr), jnp.asarray(ytr), make_eval_regression(
                     model.apply, post, r), (jnp.asarray(xte), jnp.asarray(yte)), checkpoints, seed)
@@ -226,10 +249,12 @@ def main(argv=None):
         notes.append(f"mnist: {source}, first T={n} training images, {args.mnist_test} test images, LeNet5 (ELU), "
                      f"Categorical(1e-4), init_cov {args.mnist_init_cov}, Lin-MC with {args.lin_mc} samples")
         model = LeNet5(out=10)
-        for seed in range(args.seeds):
+        for seed in seeds:
             params = model.init(jax.random.PRNGKey(seed), jnp.asarray(xtr[0]))
             perm = np.random.default_rng(seed).permutation(n) if seed else np.arange(n)
             for m in method_grid("mnist", args.rank, args.mc_samples):
+                if reused("mnist", m, seed, checkpoints):
+                    continue
                 post = bk.posteriors.bong(model.apply, Categorical(1e-4), init_cov=args.mnist_init_cov, seed=seed, **m)
                 res = run_method(post, params, jnp.asarray(xtr[perm]), jnp.asarray(ytr[perm]),
                                  make_eval_mnist(model.apply, post, args.lin_mc),
@@ -240,6 +265,9 @@ def main(argv=None):
                 print(f"[mnist seed {seed}] {label(m):32s} " + " ".join(
                     f"{k}={v:.3f}" for k, v in res[-1].items() if k != "step"), flush=True)
 
+    if n_reused[0]:
+        notes.append(f"{n_reused[0]} of the (task, method, seed) runs were taken from the --reuse files (made by the "
+                     "same command with --seed-list, one process per core); the total wall time is this process's")
     total = flush(rows, args, notes, t_start)
     print(f"[bench_bong] wrote {args.out}.csv and {args.out}.md in {total:.0f} s")
 
@@ -265,17 +293,15 @@ def write_markdown(df: pd.DataFrame, args, notes, total: float):
         sub = df[df.task == task] if len(df) else df
         if not len(sub):
             continue
-        last = sub.sort_values("step").groupby(["method", "seed"]).tail(1)
-        agg = last.groupby("method").agg(
-            step=("step", "max"), seconds=("seconds", "mean"),
-            **{f"{m}": (m, "mean") for m in metrics}, **{f"{m}_se": (m, "sem") for m in metrics})
-        agg = agg.sort_values(metrics[0])
-        lines += [f"## {task} (final checkpoint; mean" + (" ± s.e. over seeds)" if args.seeds > 1 else ", 1 seed)"), ""]
-        lines.append("| method | step reached | " + " | ".join(metrics) + " | seconds |")
-        lines.append("|---" * (len(metrics) + 3) + "|")
+        agg = final_table(sub, metrics)
+        over = " ± s.e. over the seeds that reached it)" if sub["seed"].nunique() > 1 else ", 1 seed)"
+        lines += [f"## {task} (final checkpoint; mean{over}", ""]
+        lines.append("| method | seeds at the end | step reached | " + " | ".join(metrics) + " | seconds |")
+        lines.append("|---" * (len(metrics) + 4) + "|")
         for name, r in agg.iterrows():
-            cells = [f"{r[m]:.3f}" + (f" ± {r[m + '_se']:.3f}" if args.seeds > 1 else "") for m in metrics]
-            lines.append(f"| {name} | {int(r['step'])} | " + " | ".join(cells) + f" | {r['seconds']:.1f} |")
+            cells = [f"{r[m]:.3f}" + (f" ± {r[m + '_se']:.3f}" if r["finished"] > 1 else "") for m in metrics]
+            head = f"| {name} | {int(r['finished'])} / {int(r['seeds'])} | {int(r['step'])} | "
+            lines.append(head + " | ".join(cells) + f" | {r['seconds']:.1f} |")
         lines.append("")
     lines += ["Learning rates are not tuned (SARCOS choices of seed 004); a run that diverges (NaN) stops at the "
               "checkpoint reached.  The paper's MNIST numbers did not survive in the copy we have (seed-004 digest "
@@ -285,10 +311,54 @@ def write_markdown(df: pd.DataFrame, args, notes, total: float):
         fh.write("\n".join(lines))
 
 
+def finished_rows(old: pd.DataFrame, task: str, method: str, seed: int, checkpoints: list[int]) -> list[dict]:
+    """The rows of one earlier run of ``(task, method, seed)`` in ``old`` if it is complete for these checkpoints:
+    its steps are the first checkpoints in order and it reached the last one or stopped at a NaN (diverged).
+    Else ``[]`` (an interrupted run, or one made with other steps, is run again)."""
+    if not len(old):
+        return []
+    got = old[(old["task"] == task) & (old["method"] == method) & (old["seed"] == seed)].sort_values("step")
+    steps = got["step"].astype(int).tolist()
+    if not steps or steps != checkpoints[: len(steps)]:
+        return []
+    if steps[-1] != checkpoints[-1] and np.isfinite(got["nlpd_plugin"].iloc[-1]):
+        return []
+    return [{k: v for k, v in r.items() if not (isinstance(v, float) and np.isnan(v) and k not in METRICS)}
+            for r in got.to_dict("records")]
+
+
+METRICS = ("nlpd_plugin", "nlpd_lin", "rmse", "misclass_plugin", "nlpd_linmc", "misclass_linmc")
+
+
+def final_table(sub: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
+    """Per method, the metrics at the task's last checkpoint: mean and standard error over the seeds that reached it
+    with a finite ``metrics[0]``, so a seed that diverged (its run stops at the NaN checkpoint) is counted in
+    ``seeds`` but not averaged in — ``finished`` says how many were.  ``step`` is the last checkpoint of the task
+    where some seed of the method finished, else the furthest checkpoint any of its seeds reached; ``seconds`` is
+    the mean update time of the finished seeds (of all seeds when none finished).  Sorted by ``metrics[0]``, the
+    methods with no finished seed last."""
+    end = int(sub["step"].max())
+    last = sub.sort_values("step").groupby(["method", "seed"]).tail(1)
+    done = (last["step"] == end) & np.isfinite(last[metrics[0]])
+    out = {}
+    for method, g in last.groupby("method"):
+        ok = g[done.loc[g.index]]
+        use = ok if len(ok) else g
+        row = dict(seeds=len(g), finished=len(ok), step=end if len(ok) else int(g["step"].max()),
+                   seconds=float(use["seconds"].mean()))
+        for m in metrics:
+            vals = ok[m].to_numpy(float)
+            row[m] = float(vals.mean()) if len(vals) else float("nan")
+            row[m + "_se"] = float(vals.std(ddof=1) / np.sqrt(len(vals))) if len(vals) > 1 else float("nan")
+        out[method] = row
+    df = pd.DataFrame.from_dict(out, orient="index")
+    return df.sort_values([metrics[0]], na_position="last", kind="stable")
+
+
 def _argv_str(args):
     out = []
     for k, v in vars(args).items():
-        if k == "out":
+        if k == "out" or v is None:
             continue
         if isinstance(v, bool):
             if v:
