@@ -209,14 +209,15 @@ def main(argv=None):
 
     seeds = [int(v) for v in args.seed_list.split(",")] if args.seed_list else list(range(args.seeds))
     old = pd.concat([pd.read_csv(f) for f in args.reuse.split(",")]) if args.reuse else pd.DataFrame()
-    rows, notes, n_reused = [], [], [0]
+    rows, notes, n_reused = [], [], 0
     t_start = time.perf_counter()
 
     def reused(task, m, seed, checkpoints) -> bool:
         """Take a finished run from ``--reuse`` files into ``rows``; False if there is none."""
+        nonlocal n_reused
         got = finished_rows(old, task, label(m), seed, checkpoints)
         rows.extend(got)
-        n_reused[0] += bool(got)
+        n_reused += bool(got)
         if got:
             print(f"[{task} seed {seed}] {label(m):32s} reused", flush=True)
         return bool(got)
@@ -265,8 +266,8 @@ def main(argv=None):
                 print(f"[mnist seed {seed}] {label(m):32s} " + " ".join(
                     f"{k}={v:.3f}" for k, v in res[-1].items() if k != "step"), flush=True)
 
-    if n_reused[0]:
-        notes.append(f"{n_reused[0]} of the (task, method, seed) runs were taken from the --reuse files (made by the "
+    if n_reused:
+        notes.append(f"{n_reused} of the (task, method, seed) runs were taken from the --reuse files (made by the "
                      "same command with --seed-list, one process per core); the total wall time is this process's")
     total = flush(rows, args, notes, t_start)
     print(f"[bench_bong] wrote {args.out}.csv and {args.out}.md in {total:.0f} s")
@@ -323,11 +324,7 @@ def finished_rows(old: pd.DataFrame, task: str, method: str, seed: int, checkpoi
         return []
     if steps[-1] != checkpoints[-1] and np.isfinite(got["nlpd_plugin"].iloc[-1]):
         return []
-    return [{k: v for k, v in r.items() if not (isinstance(v, float) and np.isnan(v) and k not in METRICS)}
-            for r in got.to_dict("records")]
-
-
-METRICS = ("nlpd_plugin", "nlpd_lin", "rmse", "misclass_plugin", "nlpd_linmc", "misclass_linmc")
+    return got.to_dict("records")
 
 
 def final_table(sub: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
