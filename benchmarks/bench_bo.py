@@ -8,8 +8,10 @@ warm-up + budget − ``f_min`` (DrawNN: the estimated minimum, so a negative reg
 Methods: ``{hilofi,lrkf,lofi}_{ts,ei}`` = ``bk.BayesOpt`` with that surrogate and acquisition (defaults of
 ``BayesOpt``: 3×180 ELU MLP, rank 50, 1024 Sobol candidates + projected-gradient refinement); ``gp_ei`` / ``gp_ts``
 = ``bk.BayesOpt(surrogate="gp")`` (all points), ``gp20_ei`` (20-point FIFO buffer, seed 003's GP baseline but with
-fitted hyper-parameters); peers ``botorch`` (SingleTaskGP + LogEI, 0.18 defaults, 1 torch thread, refitted from
-scratch each iteration, ``optimize_acqf(q=1, num_restarts=8, raw_samples=256)``), ``tpe`` (Optuna
+fitted hyper-parameters); ``*_lbfgs`` = the same with ``maximizer="lbfgs"`` (the 8 best candidates refined by
+L-BFGS-B on log EI / the Thompson draw, ≤ 200 iterations, on every task); peers ``botorch`` (SingleTaskGP +
+LogEI, 0.18 defaults, 1 torch thread, refitted from scratch each iteration,
+``optimize_acqf(q=1, num_restarts=8, raw_samples=256)``), ``tpe`` (Optuna
 ``TPESampler(seed)``, warm-up told as trials), ``random`` (the same generator after the warm-up).
 
 Time per iteration = one ask + one tell, objective excluded; JAX compilation inside it (measured by
@@ -53,7 +55,8 @@ REFINE = {"drawnn": dict(refine_steps=100, step_per_coordinate=0.05)}
 SMALL_TASKS = ["branin", "hartmann6", "ackley2", "ackley5", "ackley10"]
 OURS = ["hilofi_ts", "lrkf_ts", "lofi_ts", "hilofi_ei", "lrkf_ei", "lofi_ei", "gp_ei", "gp_ts", "gp20_ei",
         "online_vbll_ts", "last_layer_laplace_ts",  # these two: seed 003's replay-buffer baselines
-        "hilofi_ts_grad"]  # not seed 003's protocol: HiLoFi-TS with the DrawNN gradient maximisation on every task
+        "hilofi_ts_grad",  # not seed 003's protocol: HiLoFi-TS with the DrawNN gradient maximisation on every task
+        "gp_ei_lbfgs", "hilofi_ei_lbfgs", "hilofi_ts_lbfgs"]  # BayesOpt(maximizer="lbfgs"): 8 starts, L-BFGS-B
 PEERS = ["botorch", "tpe", "random"]
 METHODS = OURS + PEERS
 FULL_COMMAND = ("python benchmarks/bench_bo.py --tasks " + ",".join(TASKS) + " --seeds 10 --methods "
@@ -84,14 +87,15 @@ def run_banditkit(method: str, f, warm: np.ndarray, budget: int, seed: int, cloc
     import banditkit as bk
 
     grad = method.endswith("_grad")
-    sur, acq = method.removesuffix("_grad").rsplit("_", 1)
-    kw = {}
+    lbfgs = method.endswith("_lbfgs")
+    sur, acq = method.removesuffix("_grad").removesuffix("_lbfgs").rsplit("_", 1)
+    kw = dict(maximizer="lbfgs") if lbfgs else {}
     if sur == "gp20":
         sur, kw = "gp", dict(surrogate_kwargs=dict(buffer_size=20))
     acq = {"ts": "thompson", "ei": "ei"}[acq]
     d = warm.shape[1]
     refine = REFINE["drawnn"] if grad else cfg.get("refine")
-    if refine:
+    if refine and not lbfgs:  # the L-BFGS-B variants keep BayesOpt's lbfgs defaults on every task
         kw.update(refine_steps=refine["refine_steps"], step_size=refine["step_per_coordinate"] * float(np.sqrt(d)))
     clock.take()
     opt = bk.BayesOpt([(0.0, 1.0)] * d, surrogate=sur, acquisition=acq, direction="minimize", seed=seed,

@@ -21,6 +21,13 @@ sequence (``scipy.stats.qmc``).  Afterwards the acquisition is maximised over a 
 
 ``μ(u), σ(u)²`` are the surrogate's predictive mean and variance of ``z`` (epistemic + observation noise).
 
+Two maximisers refine the best ``n_starts`` candidates (``maximizer=``): ``"ascent"`` (default) takes
+``refine_steps`` projected normalised gradient steps of length at most ``step_size`` (fast, but a start moves by
+at most ≈ ``step_size · refine_steps / 2``); ``"lbfgs"`` runs box-bounded L-BFGS-B (SciPy) on all starts at once
+for at most ``refine_steps`` iterations on ``log EI`` / ``log PI`` / UCB / the Thompson draw (the log scores have
+EI's and PI's maximiser but no underflow; :mod:`banditkit.policies.acquisition`), like BoTorch's
+``optimize_acqf`` with LogEI — slower per ask, but it reaches maximisers anywhere in a high-dimensional cube.
+
 Gaussian-process surrogate (``surrogate="gp"``, :mod:`banditkit.bo.gp`).  An exact GP (Matérn-5/2 ARD, constant
 mean, inferred noise) on the evaluations (all of them, or the last ``buffer_size``), computed in float64.  Unlike
 the online filters it refits from the data after every ``tell``: targets are re-standardised over the buffer
@@ -64,6 +71,8 @@ from banditkit.likelihoods import Gaussian
 from banditkit.models import MLP
 from banditkit.policies.acquisition import (
     expected_improvement_score,
+    log_expected_improvement_score,
+    log_probability_of_improvement_score,
     probability_of_improvement_score,
     ucb_score,
 )
@@ -78,6 +87,7 @@ _ACQ_ALIASES = {
     "upper_confidence_bound": "ucb",
 }
 FORMAT_VERSION = 1
+MAXIMIZERS = {"ascent": dict(n_starts=4, refine_steps=10), "lbfgs": dict(n_starts=8, refine_steps=200)}
 
 # Defaults applied to a surrogate factory when it accepts the keyword and the user did not set it.  They follow
 # the HiLoFi BO setup (seed 003 §12.6: rank 50, last-layer prior 1) except the hidden prior: 0.1 instead of
@@ -133,12 +143,15 @@ class BayesOpt:
       obs_noise: observation-noise variance of the Gaussian likelihood, on the standardised scale.
       features: hidden widths of the default MLP.
       n_candidates: size of the fixed Sobol candidate set the acquisition is scored on.
-      n_starts, refine_steps, step_size: projected-gradient refinement from the best ``n_starts`` candidates:
-        ``refine_steps`` normalised steps whose L2 length decays linearly from ``step_size``.  The defaults move a
-        point by at most ≈ 0.28 in the unit cube, right for low ``d``; in high dimension (the cube's diagonal is
-        √d) scale ``step_size`` with √d and raise ``refine_steps`` (the DrawNN-50/200 benchmarks use
-        ``step_size = 0.05·√d`` and 100 steps), or an acquisition's maximiser far from the candidates stays
-        out of reach.
+      maximizer: how the best candidates are refined: ``"ascent"`` (projected normalised gradient ascent, the
+        default) or ``"lbfgs"`` (L-BFGS-B on the log acquisition, for high ``d``; see the module docstring).
+      n_starts, refine_steps, step_size: refinement from the best ``n_starts`` candidates (default 4 for
+        ``"ascent"``, 8 for ``"lbfgs"``).  ``"ascent"``: ``refine_steps`` (default 10) normalised steps whose L2
+        length decays linearly from ``step_size``.  The defaults move a point by at most ≈ 0.28 in the unit cube,
+        right for low ``d``; in high dimension (the cube's diagonal is √d) scale ``step_size`` with √d and raise
+        ``refine_steps`` (the DrawNN-50/200 benchmarks use ``step_size = 0.05·√d`` and 100 steps), or use
+        ``maximizer="lbfgs"``, or an acquisition's maximiser far from the candidates stays out of reach.
+        ``"lbfgs"``: at most ``refine_steps`` (default 200) iterations; ``step_size`` is unused.
       xi: improvement margin of EI / PI (standardised units).  beta: UCB width ``μ + β σ``.
       min_distance: a suggestion closer than this (max-norm in the unit cube) to an evaluated or pending point is
         replaced by the best-scoring candidate that is not (re-evaluating a point teaches a deterministic
@@ -159,8 +172,9 @@ class BayesOpt:
         obs_noise: float = 1e-2,
         features: Sequence[int] = (180, 180, 180),
         n_candidates: int = 1024,
-        n_starts: int = 4,
-        refine_steps: int = 10,
+        maximizer: str = "ascent",
+        n_starts: int | None = None,
+        refine_steps: int | None = None,
         step_size: float = 0.05,
         xi: float = 0.01,
         beta: float = 2.0,
@@ -182,6 +196,10 @@ class BayesOpt:
             n_initial = max(5, 2 * self.dim)
         if not isinstance(n_initial, (int, np.integer)) or n_initial < 1:
             raise ValueError(f"n_initial must be a positive int, got {n_initial!r}")
+        if maximizer not in MAXIMIZERS:
+            raise ValueError(f"unknown maximizer {maximizer!r}; choose one of {list(MAXIMIZERS)}")
+        n_starts = MAXIMIZERS[maximizer]["n_starts"] if n_starts is None else n_starts
+        refine_steps = MAXIMIZERS[maximizer]["refine_steps"] if refine_steps is None else refine_steps
         for name, v in dict(n_candidates=n_candidates, n_starts=n_starts).items():
             if not isinstance(v, (int, np.integer)) or v < 1:
                 raise ValueError(f"{name} must be a positive int, got {v!r}")
@@ -197,6 +215,7 @@ class BayesOpt:
             obs_noise=float(obs_noise),
             features=[int(f) for f in features],
             n_candidates=int(n_candidates),
+            maximizer=maximizer,
             n_starts=int(min(n_starts, n_candidates)),
             refine_steps=int(refine_steps),
             step_size=float(step_size),
@@ -625,6 +644,17 @@ def _build_kernels(post, apply_fn, cfg: dict):
     def opts():
         return dict(n_starts=cfg["n_starts"], steps=cfg["refine_steps"], step_size=cfg["step_size"])
 
+    def moments(state, u):
+        m, c = post.predictive(state, u)
+        return m[0], jnp.sqrt(jnp.maximum(c[0, 0], 1e-12))
+
+    if cfg["maximizer"] == "lbfgs":
+        draw_fn = jax.jit(post.sample)
+        ts_max = _lbfgs_maximizer(lambda draw, u: apply_fn(draw, u)[0], cfg)
+        an_max = _lbfgs_maximizer(lambda args, u: _log_score(*moments(args[0], u), args[1], args[2], cfg), cfg)
+        return (jax.jit(step), lambda state, key, cands: ts_max(draw_fn(key, state), cands),
+                lambda state, best, weights, cands: an_max((state, best, weights), cands))
+
     def thompson(state, key, cands):
         draw = post.sample(key, state)
         return search.maximize(lambda u: apply_fn(draw, u)[0], cands, **opts())
@@ -632,9 +662,7 @@ def _build_kernels(post, apply_fn, cfg: dict):
     def analytic(state, best, weights, cands):
         # weights (3,) one-hot over (EI, PI, UCB): one compiled kernel serves all three acquisitions
         def score(u):
-            m, c = post.predictive(state, u)
-            m = m[0]
-            sd = jnp.sqrt(jnp.maximum(c[0, 0], 1e-12))
+            m, sd = moments(state, u)
             return (
                 weights[0] * expected_improvement_score(m, sd, best, cfg["xi"])
                 + weights[1] * probability_of_improvement_score(m, sd, best, cfg["xi"])
@@ -644,6 +672,39 @@ def _build_kernels(post, apply_fn, cfg: dict):
         return search.maximize(score, cands, **opts())
 
     return jax.jit(step), jax.jit(thompson), jax.jit(analytic)
+
+
+def _log_score(m: jax.Array, sd: jax.Array, best: jax.Array, weights: jax.Array, cfg: dict) -> jax.Array:
+    """``log EI``, ``log PI`` or UCB as ``weights`` (one-hot over EI, PI, UCB) says: the L-BFGS objective."""
+    return jnp.where(
+        weights[0] > 0,
+        log_expected_improvement_score(m, sd, best, cfg["xi"]),
+        jnp.where(weights[1] > 0, log_probability_of_improvement_score(m, sd, best, cfg["xi"]),
+                  ucb_score(m, sd, cfg["beta"])),
+    )
+
+
+def _lbfgs_maximizer(score: Callable, cfg: dict) -> Callable:
+    """``maximise(args, cands) -> (x, a, order)`` for ``score(args, u)``: the candidates ranked by one jitted
+    call, the best ``n_starts`` refined by :func:`~banditkit.bo.search.lbfgs_refine` (value and gradient of all
+    starts one jitted call per iteration)."""
+
+    @jax.jit
+    def rank(args, cands):
+        vals = jax.lax.map(lambda u: score(args, u), cands, batch_size=min(256, cands.shape[0]))
+        vals = jnp.where(jnp.isfinite(vals), vals, -jnp.inf)
+        return jnp.argsort(-vals)
+
+    value_and_grad = jax.jit(jax.vmap(jax.value_and_grad(score, argnums=1), in_axes=(None, 0)))
+
+    def maximise(args, cands):
+        order = rank(args, cands)
+        starts = np.asarray(cands, np.float64)[np.asarray(order[: cfg["n_starts"]])]
+        x, a = search.lbfgs_refine(lambda X: value_and_grad(args, jnp.asarray(X, cands.dtype)), starts,
+                                   cfg["refine_steps"])
+        return x, a, order
+
+    return maximise
 
 
 _GP_CONDITION = jax.jit(_gp.condition)
@@ -658,14 +719,21 @@ def _build_gp_kernels(cfg: dict):
         order = jnp.argsort(-draw)
         return cands[order[0]], draw[order[0]], order
 
+    def moments(state, u):
+        m, v = _gp.predict(state, u[None])
+        return m[0], jnp.sqrt(v[0])
+
+    if cfg["maximizer"] == "lbfgs":
+        an_max = _lbfgs_maximizer(lambda args, u: _log_score(*moments(args[0], u), args[1], args[2], cfg), cfg)
+        return jax.jit(thompson), lambda state, best, weights, cands: an_max((state, best, weights), cands)
+
     def analytic(state, best, weights, cands):
         def score(u):
-            m, v = _gp.predict(state, u[None])
-            sd = jnp.sqrt(v[0])
+            m, sd = moments(state, u)
             return (
-                weights[0] * expected_improvement_score(m[0], sd, best, cfg["xi"])
-                + weights[1] * probability_of_improvement_score(m[0], sd, best, cfg["xi"])
-                + weights[2] * ucb_score(m[0], sd, cfg["beta"])
+                weights[0] * expected_improvement_score(m, sd, best, cfg["xi"])
+                + weights[1] * probability_of_improvement_score(m, sd, best, cfg["xi"])
+                + weights[2] * ucb_score(m, sd, cfg["beta"])
             )
 
         return search.maximize(score, cands, n_starts=cfg["n_starts"], steps=cfg["refine_steps"],

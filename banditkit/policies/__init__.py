@@ -8,6 +8,8 @@ A policy scores K candidates (bandit arms or BO points); see :mod:`banditkit.pol
 
 from banditkit.policies.acquisition import (
     expected_improvement_score,
+    log_expected_improvement_score,
+    log_probability_of_improvement_score,
     probability_of_improvement_score,
     ucb_score,
 )
@@ -38,6 +40,8 @@ __all__ = [
     "POLICIES",
     "ALIASES",
     "expected_improvement_score",
+    "log_expected_improvement_score",
+    "log_probability_of_improvement_score",
     "probability_of_improvement_score",
     "ucb_score",
 ]
