@@ -94,6 +94,10 @@ def test_bo_command(tmp_path, capsys):
     assert (out / "bo_summary.md").read_text().startswith("| agent")
     assert (out / "bo_simple_regret.png").stat().st_size > 0
     assert "hilofi-thompson" in capsys.readouterr().out  # the summary table is printed
+    out2 = tmp_path / "bo_lbfgs"
+    argv = ["bo", "--evals", "7", "--seeds", "1", "--surrogate", "gp", "--acquisition", "ei", "--candidates", "32"]
+    assert main([*argv, "--maximizer", "lbfgs", "--out", str(out2), "--quiet"]) == 0
+    assert len(pd.read_csv(out2 / "bo.csv")) == 7
 
 
 def test_run_and_compare_commands(tmp_path, capsys):
