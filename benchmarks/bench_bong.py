@@ -212,10 +212,10 @@ def main(argv=None):
     rows, notes, n_reused = [], [], 0
     t_start = time.perf_counter()
 
-    def reused(task, m, seed, checkpoints) -> bool:
+    def reused(task, m, seed, checkpoints, settings) -> bool:
         """Take a finished run from ``--reuse`` files into ``rows``; False if there is none."""
         nonlocal n_reused
-        got = finished_rows(old, task, label(m), seed, checkpoints)
+        got = finished_rows(old, task, label(m), seed, checkpoints, settings)
         rows.extend(got)
         n_reused += bool(got)
         if got:
@@ -224,20 +224,21 @@ def main(argv=None):
     if not args.skip_regression:
         n = args.reg_steps
         checkpoints = [n // 4 * k for k in (1, 2, 4)]
+        settings = regression_settings()
         for seed in seeds:
             xtr, ytr, xte, yte = regression_data(n, 500, seed)
             r = 0.1 * float(np.var(ytr))
             model = MLP(features=(20, 20), out=1)
             params = model.init(jax.random.PRNGKey(seed), xtr[0])
             for m in method_grid("regression", args.rank, args.mc_samples):
-                if reused("regression", m, seed, checkpoints):
+                if reused("regression", m, seed, checkpoints, settings):
                     continue
                 post = bk.posteriors.bong(model.apply, Gaussian(r), init_cov=1.0, seed=seed, **m)
                 res = run_method(post, params, jnp.asarray(xtr), jnp.asarray(ytr), make_eval_regression(
                     model.apply, post, r), (jnp.asarray(xte), jnp.asarray(yte)), checkpoints, seed)
                 for row in res:
                     rows.append(dict(task="regression", data="synthetic teacher MLP 21-20-20-1", method=label(m),
-                                     seed=seed, **m, **row))
+                                     seed=seed, settings=settings, **m, **row))
                 flush(rows, args, notes, t_start)
                 print(f"[regression seed {seed}] {label(m):32s} " + " ".join(
                     f"{k}={v:.3f}" for k, v in res[-1].items() if k != "step"), flush=True)
@@ -250,18 +251,20 @@ def main(argv=None):
         notes.append(f"mnist: {source}, first T={n} training images, {args.mnist_test} test images, LeNet5 (ELU), "
                      f"Categorical(1e-4), init_cov {args.mnist_init_cov}, Lin-MC with {args.lin_mc} samples")
         model = LeNet5(out=10)
+        settings = mnist_settings(args, source)
         for seed in seeds:
             params = model.init(jax.random.PRNGKey(seed), jnp.asarray(xtr[0]))
             perm = np.random.default_rng(seed).permutation(n) if seed else np.arange(n)
             for m in method_grid("mnist", args.rank, args.mc_samples):
-                if reused("mnist", m, seed, checkpoints):
+                if reused("mnist", m, seed, checkpoints, settings):
                     continue
                 post = bk.posteriors.bong(model.apply, Categorical(1e-4), init_cov=args.mnist_init_cov, seed=seed, **m)
                 res = run_method(post, params, jnp.asarray(xtr[perm]), jnp.asarray(ytr[perm]),
                                  make_eval_mnist(model.apply, post, args.lin_mc),
                                  (jnp.asarray(xte), jnp.asarray(yte)), checkpoints, seed)
                 for row in res:
-                    rows.append(dict(task="mnist", data=source, method=label(m), seed=seed, **m, **row))
+                    rows.append(dict(task="mnist", data=source, method=label(m), seed=seed, settings=settings,
+                                     **m, **row))
                 flush(rows, args, notes, t_start)
                 print(f"[mnist seed {seed}] {label(m):32s} " + " ".join(
                     f"{k}={v:.3f}" for k, v in res[-1].items() if k != "step"), flush=True)
@@ -312,13 +315,28 @@ def write_markdown(df: pd.DataFrame, args, notes, total: float):
         fh.write("\n".join(lines))
 
 
-def finished_rows(old: pd.DataFrame, task: str, method: str, seed: int, checkpoints: list[int]) -> list[dict]:
-    """The rows of one earlier run of ``(task, method, seed)`` in ``old`` if it is complete for these checkpoints:
-    its steps are the first checkpoints in order and it reached the last one or stopped at a NaN (diverged).
-    Else ``[]`` (an interrupted run, or one made with other steps, is run again)."""
-    if not len(old):
+def regression_settings() -> str:
+    """What a regression run depends on besides method, seed and steps (fixed in this script)."""
+    return "test=500;init_cov=1.0;obs_noise=0.1*var(y)"
+
+
+def mnist_settings(args, source: str) -> str:
+    """What an MNIST run depends on besides method, seed and steps: the flags that change its numbers and the data
+    it used (``source``: real MNIST, or the synthetic stand-in when asked for or when the cache is empty)."""
+    return f"test={args.mnist_test};init_cov={args.mnist_init_cov};lin_mc={args.lin_mc};data={source}"
+
+
+def finished_rows(old: pd.DataFrame, task: str, method: str, seed: int, checkpoints: list[int],
+                  settings: str) -> list[dict]:
+    """The rows of one earlier run of ``(task, method, seed)`` in ``old`` if it was made with the same
+    ``settings`` (:func:`mnist_settings` / :func:`regression_settings`) and is complete for these checkpoints: its
+    steps are the first checkpoints in order and it reached the last one or stopped at a NaN (diverged).
+    Else ``[]`` (an interrupted run, one made with other steps or other flags, or a row written before the
+    ``settings`` column existed, is run again)."""
+    if not len(old) or "settings" not in old.columns:
         return []
-    got = old[(old["task"] == task) & (old["method"] == method) & (old["seed"] == seed)].sort_values("step")
+    got = old[(old["task"] == task) & (old["method"] == method) & (old["seed"] == seed)
+              & (old["settings"] == settings)].sort_values("step")
     steps = got["step"].astype(int).tolist()
     if not steps or steps != checkpoints[: len(steps)]:
         return []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import math
 import pathlib
 import sys
@@ -46,8 +47,6 @@ def test_final_table_averages_only_the_seeds_that_finished():
 
 
 def test_markdown_shows_how_many_seeds_finished(tmp_path):
-    import argparse
-
     args = argparse.Namespace(out=str(tmp_path / "bong"), seeds=3)
     df = _rows().rename(columns={"nlpd": "nlpd_plugin", "rmse": "rmse"}).assign(task="regression", nlpd_lin=1.0)
     bench_bong.write_markdown(df, args, [], 1.0)
@@ -57,18 +56,26 @@ def test_markdown_shows_how_many_seeds_finished(tmp_path):
     assert "| dead | 0 / 2 | 200 | nan |" in text
 
 
-def test_reuse_takes_only_complete_runs_at_the_same_checkpoints():
-    old = _rows().rename(columns={"nlpd": "nlpd_plugin"}).assign(task="mnist")
+def test_reuse_takes_only_complete_runs_at_the_same_checkpoints_and_settings():
+    S = "test=1000;init_cov=0.01;lin_mc=10;data=MNIST"
+    old = _rows().rename(columns={"nlpd": "nlpd_plugin"}).assign(task="mnist", settings=S)
     cps = [100, 200, 300, 400]
     # "good" seed 0 has steps 100, 400: not this run's checkpoints in order (made with other steps) -> re-run
-    assert bench_bong.finished_rows(old, "mnist", "good", 0, cps) == []
-    assert [r["step"] for r in bench_bong.finished_rows(old, "mnist", "good", 0, [100, 400])] == [100, 400]
+    assert bench_bong.finished_rows(old, "mnist", "good", 0, cps, S) == []
+    assert [r["step"] for r in bench_bong.finished_rows(old, "mnist", "good", 0, [100, 400], S)] == [100, 400]
     # a run that diverged at 200 is complete: its NaN row is kept, so the table counts it as not finished
-    got = bench_bong.finished_rows(old, "mnist", "flaky", 1, [100, 200, 400])
+    got = bench_bong.finished_rows(old, "mnist", "flaky", 1, [100, 200, 400], S)
     assert [r["step"] for r in got] == [100, 200] and math.isnan(got[-1]["nlpd_plugin"])
     # interrupted (finite, short of the last checkpoint) or absent, or another task: run again
     short = old[(old.method == "flaky") & (old.seed == 1) & (old.step == 100)]
-    assert bench_bong.finished_rows(short, "mnist", "flaky", 1, [100, 200, 400]) == []
-    assert bench_bong.finished_rows(old, "mnist", "good", 7, [100, 400]) == []
-    assert bench_bong.finished_rows(old, "regression", "good", 0, [100, 400]) == []
-    assert bench_bong.finished_rows(pd.DataFrame(), "mnist", "good", 0, [100, 400]) == []
+    assert bench_bong.finished_rows(short, "mnist", "flaky", 1, [100, 200, 400], S) == []
+    assert bench_bong.finished_rows(old, "mnist", "good", 7, [100, 400], S) == []
+    assert bench_bong.finished_rows(old, "regression", "good", 0, [100, 400], S) == []
+    assert bench_bong.finished_rows(pd.DataFrame(), "mnist", "good", 0, [100, 400], S) == []
+    # made with other flags (another test-set size), or before the settings column existed: run again
+    flags = argparse.Namespace(mnist_test=1000, mnist_init_cov=0.01, lin_mc=10)
+    other = bench_bong.mnist_settings(argparse.Namespace(**dict(vars(flags), mnist_test=500)), "MNIST")
+    assert other != S and bench_bong.finished_rows(old, "mnist", "good", 0, [100, 400], other) == []
+    assert bench_bong.finished_rows(old.drop(columns="settings"), "mnist", "good", 0, [100, 400], S) == []
+    assert bench_bong.mnist_settings(flags, "MNIST") == S
+    assert bench_bong.mnist_settings(flags, "synthetic") != S  # the cache was empty: not the same data
