@@ -289,9 +289,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--features", default="180,180,180", help="hidden widths of the surrogate MLP (default 180,180,180)")
     b.add_argument("--rank", type=_positive, default=None, help="rank of low-rank surrogates (default 50)")
     b.add_argument("--candidates", type=_positive, default=1024, help="Sobol candidates per ask (default 1024)")
-    b.add_argument("--maximizer", default="ascent", choices=["ascent", "lbfgs"],
-                   help="refinement of the best candidates: short projected gradient ascent (default) or L-BFGS-B "
-                   "on the log acquisition (slower per ask, for high dimension)")
+    b.add_argument("--maximizer", default=None, choices=["ascent", "lbfgs"],
+                   help="refinement of the best candidates: short projected gradient ascent or L-BFGS-B on the log "
+                   "acquisition (default: lbfgs for --surrogate gp, ascent for the networks)")
     b.add_argument("--out", default="results", help="output folder (default results)")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
     b.set_defaults(func=cmd_bo)

@@ -276,3 +276,21 @@ def test_lbfgs_reaches_a_far_optimum_the_short_ascent_cannot():
 def test_unknown_maximizer_is_a_clear_error():
     with pytest.raises(ValueError, match="maximizer.*ascent.*lbfgs"):
         BayesOpt([(0, 1)], maximizer="newton")
+
+
+def test_default_maximizer_per_surrogate_and_old_checkpoints(tmp_path):
+    """L-BFGS is the GP's default, the ascent the networks'; a checkpoint written before the option existed (its
+    config has no ``maximizer``) resumes with the ascent it was made with, to the same next ask."""
+    assert BayesOpt([(0.0, 1.0)], surrogate="gp", n_candidates=32)._config["maximizer"] == "lbfgs"
+    assert BayesOpt([(0.0, 1.0)], **SMALL)._config["maximizer"] == "ascent"
+    opt = BayesOpt([(0.0, 1.0)] * 2, surrogate="gp", acquisition="ei", maximizer="ascent", seed=1, n_initial=4,
+                   n_candidates=64)
+    for _ in range(6):
+        x = opt.ask()
+        opt.tell(x, quad(x))
+    del opt._config["maximizer"]  # what the previous format wrote
+    opt.save(tmp_path / "old.bk")
+    again = BayesOpt.load(tmp_path / "old.bk")
+    assert again._config["maximizer"] == "ascent" and again._config["refine_steps"] == 10
+    opt._config["maximizer"] = "ascent"
+    np.testing.assert_array_equal(again.ask(), opt.ask())
