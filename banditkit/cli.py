@@ -291,7 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--candidates", type=_positive, default=1024, help="Sobol candidates per ask (default 1024)")
     b.add_argument("--maximizer", default=None, choices=["ascent", "lbfgs"],
                    help="refinement of the best candidates: short projected gradient ascent or L-BFGS-B on the log "
-                   "acquisition (default: lbfgs for --surrogate gp, ascent for the networks)")
+                   "acquisition (default: ascent for thompson with a network, lbfgs otherwise)")
     b.add_argument("--out", default="results", help="output folder (default results)")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
     b.set_defaults(func=cmd_bo)

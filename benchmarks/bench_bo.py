@@ -8,13 +8,12 @@ warm-up + budget − ``f_min`` (DrawNN: the estimated minimum, so a negative reg
 Methods: ``{hilofi,lrkf,lofi}_{ts,ei}`` = ``bk.BayesOpt`` with that surrogate and acquisition (defaults of
 ``BayesOpt``: 3×180 ELU MLP, rank 50, 1024 Sobol candidates + projected-gradient refinement); ``gp_ei`` / ``gp_ts``
 = ``bk.BayesOpt(surrogate="gp")`` (all points), ``gp20_ei`` (20-point FIFO buffer, seed 003's GP baseline but with
-fitted hyper-parameters); all of these with ``maximizer="ascent"`` (BayesOpt's default for the GP is "lbfgs" since
-2026-11-26: the rows named ``gp_*`` were run before and keep the ascent); ``*_lbfgs`` = the same with
-``maximizer="lbfgs"`` (the 8 best candidates refined by L-BFGS-B on log EI / the Thompson draw, ≤ 200 iterations,
-on every task); peers ``botorch`` (SingleTaskGP +
-LogEI, 0.18 defaults, 1 torch thread, refitted from scratch each iteration,
-``optimize_acqf(q=1, num_restarts=8, raw_samples=256)``), ``tpe`` (Optuna
-``TPESampler(seed)``, warm-up told as trials), ``random`` (the same generator after the warm-up).
+fitted hyper-parameters); all of these with ``maximizer="ascent"`` (since 2026-11-26 BayesOpt's default is
+"lbfgs" except for Thompson sampling with a network: these rows were run before and keep the ascent);
+``*_lbfgs`` = the same with ``maximizer="lbfgs"`` (the 8 best candidates refined by L-BFGS-B on log EI / the
+Thompson draw, ≤ 200 iterations, on every task); peers ``botorch`` (SingleTaskGP + LogEI, 0.18 defaults, 1 torch
+thread, refitted from scratch each iteration, ``optimize_acqf(q=1, num_restarts=8, raw_samples=256)``), ``tpe``
+(Optuna ``TPESampler(seed)``, warm-up told as trials), ``random`` (the same generator after the warm-up).
 
 Time per iteration = one ask + one tell, objective excluded; JAX compilation inside it (measured by
 ``jax.monitoring`` compile events) is reported apart as ``compile_s`` and removed from ``run_s``.
@@ -91,7 +90,7 @@ def run_banditkit(method: str, f, warm: np.ndarray, budget: int, seed: int, cloc
     grad = method.endswith("_grad")
     lbfgs = method.endswith("_lbfgs")
     sur, acq = method.removesuffix("_grad").removesuffix("_lbfgs").rsplit("_", 1)
-    kw = dict(maximizer="lbfgs" if lbfgs else "ascent")  # explicit: BayesOpt's default differs for the GP
+    kw = dict(maximizer="lbfgs" if lbfgs else "ascent")  # explicit: BayesOpt's default is "lbfgs" for EI / the GP
     if sur == "gp20":
         sur, kw = "gp", dict(surrogate_kwargs=dict(buffer_size=20))
     acq = {"ts": "thompson", "ei": "ei"}[acq]
@@ -323,9 +322,11 @@ def time_vs_n(methods: list[str], ns: list[int], out: str, clock: CompileClock, 
                     times.append(t[0])
                 times, comp = times[1:], 0.0
             else:
-                sur, acq = method.rsplit("_", 1)
+                lbfgs = method.endswith("_lbfgs")
+                sur, acq = method.removesuffix("_lbfgs").rsplit("_", 1)
                 opt = bk.BayesOpt([(0.0, 1.0)] * 6, surrogate=sur, acquisition={"ts": "thompson"}.get(acq, acq),
-                                  direction="minimize", seed=0, n_initial=6, n_candidates=cfg["n_candidates"])
+                                  direction="minimize", seed=0, n_initial=6, n_candidates=cfg["n_candidates"],
+                                  maximizer="lbfgs" if lbfgs else "ascent")
                 opt.tell(x0, [float(f.value(x)) for x in x0])
                 times, comp = [], 0.0
                 clock.take()

@@ -279,10 +279,12 @@ def test_unknown_maximizer_is_a_clear_error():
 
 
 def test_default_maximizer_per_surrogate_and_old_checkpoints(tmp_path):
-    """L-BFGS is the GP's default, the ascent the networks'; a checkpoint written before the option existed (its
-    config has no ``maximizer``) resumes with the ascent it was made with, to the same next ask."""
+    """The ascent is the default for Thompson sampling with a network, L-BFGS otherwise; a checkpoint written
+    before the option existed (its config has no ``maximizer``) resumes with the ascent it was made with, to the
+    same next ask."""
     assert BayesOpt([(0.0, 1.0)], surrogate="gp", n_candidates=32)._config["maximizer"] == "lbfgs"
     assert BayesOpt([(0.0, 1.0)], **SMALL)._config["maximizer"] == "ascent"
+    assert BayesOpt([(0.0, 1.0)], acquisition="ei", **SMALL)._config["maximizer"] == "lbfgs"
     opt = BayesOpt([(0.0, 1.0)] * 2, surrogate="gp", acquisition="ei", maximizer="ascent", seed=1, n_initial=4,
                    n_candidates=64)
     for _ in range(6):

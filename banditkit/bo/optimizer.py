@@ -21,16 +21,17 @@ sequence (``scipy.stats.qmc``).  Afterwards the acquisition is maximised over a 
 
 ``μ(u), σ(u)²`` are the surrogate's predictive mean and variance of ``z`` (epistemic + observation noise).
 
-Two maximisers refine the best ``n_starts`` candidates (``maximizer=``): ``"ascent"`` (the default for the
-network surrogates) takes ``refine_steps`` projected normalised gradient steps of length at most ``step_size``
-(fast, but a start moves by at most ≈ ``step_size · refine_steps / 2``); ``"lbfgs"`` (the default for
-``surrogate="gp"``) runs box-bounded L-BFGS-B (SciPy) on all starts at once for at most ``refine_steps``
-iterations on ``log EI`` / ``log PI`` / UCB / the Thompson draw (the log scores have EI's and PI's maximiser but
-no underflow; :mod:`banditkit.policies.acquisition`), like BoTorch's ``optimize_acqf`` with LogEI: it reaches
-maximisers anywhere in a high-dimensional cube.  Measured (``benchmarks/results/bo_notes.md``, 5 seeds): for the
-GP with EI it cuts the final regret on Ackley10 from 4.1 to 2.0 and on Ackley50 from 8.5 to 6.4 for ~20 % more
-time per iteration (the GP refit dominates); for the network surrogates it did not help on Ackley50 and costs 3×
-per ask with EI (a Jacobian per start and iteration), so they keep ``"ascent"``.
+Two maximisers refine the best ``n_starts`` candidates (``maximizer=``): ``"ascent"`` (the default for Thompson
+sampling with a network surrogate) takes ``refine_steps`` projected normalised gradient steps of length at most
+``step_size`` (fast, but a start moves by at most ≈ ``step_size · refine_steps / 2``); ``"lbfgs"`` (the default
+for EI / PI / UCB, and for ``surrogate="gp"``) runs box-bounded L-BFGS-B (SciPy) on all starts at once for at
+most ``refine_steps`` iterations on ``log EI`` / ``log PI`` / UCB / the Thompson draw (the log scores have EI's
+and PI's maximiser but no underflow; :mod:`banditkit.policies.acquisition`), like BoTorch's ``optimize_acqf``
+with LogEI: it reaches maximisers anywhere in a high-dimensional cube.  Measured
+(``benchmarks/results/bo_notes.md``, 5 seeds, EI): exact GP on Ackley10 4.1 → 2.0, Ackley50 8.5 → 6.4, DrawNN50
+376 → 100 for ~20 % more time per iteration (the GP refit dominates); HiLoFi on DrawNN50 297 → 207, slightly
+better on the small tasks, at ~3× the time per ask (a Jacobian per start and iteration).  With Thompson sampling
+it did not help the network surrogates (Ackley50 unchanged, DrawNN50 145 → 179), so they keep ``"ascent"``.
 
 Gaussian-process surrogate (``surrogate="gp"``, :mod:`banditkit.bo.gp`).  An exact GP (Matérn-5/2 ARD, constant
 mean, inferred noise) on the evaluations (all of them, or the last ``buffer_size``), computed in float64.  Unlike
@@ -148,8 +149,8 @@ class BayesOpt:
       features: hidden widths of the default MLP.
       n_candidates: size of the fixed Sobol candidate set the acquisition is scored on.
       maximizer: how the best candidates are refined: ``"ascent"`` (projected normalised gradient ascent) or
-        ``"lbfgs"`` (L-BFGS-B on the log acquisition; see the module docstring).  Default ``None``: ``"lbfgs"``
-        for ``surrogate="gp"``, ``"ascent"`` for the network surrogates.
+        ``"lbfgs"`` (L-BFGS-B on the log acquisition; see the module docstring).  Default ``None``: ``"ascent"``
+        for Thompson sampling with a network surrogate, ``"lbfgs"`` otherwise.
       n_starts, refine_steps, step_size: refinement from the best ``n_starts`` candidates (default 4 for
         ``"ascent"``, 8 for ``"lbfgs"``).  ``"ascent"``: ``refine_steps`` (default 10) normalised steps whose L2
         length decays linearly from ``step_size``.  The defaults move a point by at most ≈ 0.28 in the unit cube,
@@ -202,7 +203,8 @@ class BayesOpt:
         if not isinstance(n_initial, (int, np.integer)) or n_initial < 1:
             raise ValueError(f"n_initial must be a positive int, got {n_initial!r}")
         if maximizer is None:
-            maximizer = "lbfgs" if isinstance(surrogate, str) and surrogate.strip().lower() == "gp" else "ascent"
+            gp = isinstance(surrogate, str) and surrogate.strip().lower() == "gp"
+            maximizer = "ascent" if acq == "thompson" and not gp else "lbfgs"
         if maximizer not in MAXIMIZERS:
             raise ValueError(f"unknown maximizer {maximizer!r}; choose one of {list(MAXIMIZERS)}")
         n_starts = MAXIMIZERS[maximizer]["n_starts"] if n_starts is None else n_starts
