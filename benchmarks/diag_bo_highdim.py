@@ -37,6 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 import banditkit as bk  # noqa: E402
 from banditkit.bo import gp as _gp  # noqa: E402
 from banditkit.environments.bo_functions import make_function  # noqa: E402
+from benchmarks import common  # noqa: E402
 
 
 def predicted_mean(opt: bk.BayesOpt, u: np.ndarray) -> float:
@@ -80,7 +81,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--dim", type=int, default=50)
     p.add_argument("--out", default="benchmarks/results")
     p.add_argument("--tag", default="diag_bo_highdim")
+    common.add_blas_threads(p)
     a = p.parse_args(argv)
+    common.apply_blas_threads(a.blas_threads)
     t0 = time.perf_counter()
     frames = []
     for m in a.methods.split(","):
