@@ -30,7 +30,7 @@ and PI's maximiser but no underflow; :mod:`banditkit.policies.acquisition`), lik
 with LogEI: it reaches maximisers anywhere in a high-dimensional cube.  Measured
 (``benchmarks/results/bo_notes.md``, 5 seeds, EI): exact GP on Ackley10 4.1 → 2.0, Ackley50 8.5 → 6.4, DrawNN50
 376 → 100 for ~20 % more time per iteration (the GP refit dominates); HiLoFi on DrawNN50 297 → 207, slightly
-better on the small tasks, at ~3× the time per ask (a Jacobian per start and iteration).  With Thompson sampling
+better on the small tasks, at ~1.7× the time per ask (a Jacobian per start and iteration).  With Thompson sampling
 it did not help the network surrogates (Ackley50 unchanged, DrawNN50 145 → 179), so they keep ``"ascent"``.
 
 Gaussian-process surrogate (``surrogate="gp"``, :mod:`banditkit.bo.gp`).  An exact GP (Matérn-5/2 ARD, constant
