@@ -646,13 +646,11 @@ def _cache_key(opt: BayesOpt, factory, model, kwargs) -> tuple | None:
 
 
 def _build_kernels(post, apply_fn, cfg: dict):
-    """Jitted ``step(state, u, z)``, ``thompson(state, key, cands)`` and ``analytic(state, best, cands)``."""
+    """``step(state, u, z)`` (jitted), ``thompson(state, key, cands)`` and ``analytic(state, best, weights, cands)``
+    (jitted for ``"ascent"``; host L-BFGS-B loops over jitted pieces for ``"lbfgs"``)."""
 
     def step(state, u, z):
         return post.update(post.predict(state), u, z)
-
-    def opts():
-        return dict(n_starts=cfg["n_starts"], steps=cfg["refine_steps"], step_size=cfg["step_size"])
 
     def moments(state, u):
         m, c = post.predictive(state, u)
@@ -661,16 +659,27 @@ def _build_kernels(post, apply_fn, cfg: dict):
     if cfg["maximizer"] == "lbfgs":
         draw_fn = jax.jit(post.sample)
         ts_max = _lbfgs_maximizer(lambda draw, u: apply_fn(draw, u)[0], cfg)
-        an_max = _lbfgs_maximizer(lambda args, u: _log_score(*moments(args[0], u), args[1], args[2], cfg), cfg)
         return (jax.jit(step), lambda state, key, cands: ts_max(draw_fn(key, state), cands),
-                lambda state, best, weights, cands: an_max((state, best, weights), cands))
+                _analytic_kernel(moments, cfg))
 
     def thompson(state, key, cands):
         draw = post.sample(key, state)
-        return search.maximize(lambda u: apply_fn(draw, u)[0], cands, **opts())
+        return search.maximize(lambda u: apply_fn(draw, u)[0], cands, n_starts=cfg["n_starts"],
+                               steps=cfg["refine_steps"], step_size=cfg["step_size"])
+
+    return jax.jit(step), jax.jit(thompson), _analytic_kernel(moments, cfg)
+
+
+def _analytic_kernel(moments: Callable, cfg: dict) -> Callable:
+    """``analytic(state, best, weights, cands) -> (x, a, order)`` for a surrogate's ``moments(state, u) -> (μ, σ)``.
+
+    ``weights (3,)`` is one-hot over (EI, PI, UCB), so one compiled kernel serves all three acquisitions: with
+    ``"ascent"`` the weighted sum of the scores, with ``"lbfgs"`` the log score (:func:`_log_score`)."""
+    if cfg["maximizer"] == "lbfgs":
+        an_max = _lbfgs_maximizer(lambda args, u: _log_score(*moments(args[0], u), args[1], args[2], cfg), cfg)
+        return lambda state, best, weights, cands: an_max((state, best, weights), cands)
 
     def analytic(state, best, weights, cands):
-        # weights (3,) one-hot over (EI, PI, UCB): one compiled kernel serves all three acquisitions
         def score(u):
             m, sd = moments(state, u)
             return (
@@ -679,9 +688,10 @@ def _build_kernels(post, apply_fn, cfg: dict):
                 + weights[2] * ucb_score(m, sd, cfg["beta"])
             )
 
-        return search.maximize(score, cands, **opts())
+        return search.maximize(score, cands, n_starts=cfg["n_starts"], steps=cfg["refine_steps"],
+                               step_size=cfg["step_size"])
 
-    return jax.jit(step), jax.jit(thompson), jax.jit(analytic)
+    return jax.jit(analytic)
 
 
 def _log_score(m: jax.Array, sd: jax.Array, best: jax.Array, weights: jax.Array, cfg: dict) -> jax.Array:
@@ -733,23 +743,7 @@ def _build_gp_kernels(cfg: dict):
         m, v = _gp.predict(state, u[None])
         return m[0], jnp.sqrt(v[0])
 
-    if cfg["maximizer"] == "lbfgs":
-        an_max = _lbfgs_maximizer(lambda args, u: _log_score(*moments(args[0], u), args[1], args[2], cfg), cfg)
-        return jax.jit(thompson), lambda state, best, weights, cands: an_max((state, best, weights), cands)
-
-    def analytic(state, best, weights, cands):
-        def score(u):
-            m, sd = moments(state, u)
-            return (
-                weights[0] * expected_improvement_score(m, sd, best, cfg["xi"])
-                + weights[1] * probability_of_improvement_score(m, sd, best, cfg["xi"])
-                + weights[2] * ucb_score(m, sd, cfg["beta"])
-            )
-
-        return search.maximize(score, cands, n_starts=cfg["n_starts"], steps=cfg["refine_steps"],
-                               step_size=cfg["step_size"])
-
-    return jax.jit(thompson), jax.jit(analytic)
+    return jax.jit(thompson), _analytic_kernel(moments, cfg)
 
 
 def _near(points: np.ndarray, x: np.ndarray, tol: float) -> bool:
