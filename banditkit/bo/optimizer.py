@@ -711,9 +711,7 @@ def _lbfgs_maximizer(score: Callable, cfg: dict) -> Callable:
 
     @jax.jit
     def rank(args, cands):
-        vals = jax.lax.map(lambda u: score(args, u), cands, batch_size=min(256, cands.shape[0]))
-        vals = jnp.where(jnp.isfinite(vals), vals, -jnp.inf)
-        return jnp.argsort(-vals)
+        return search.rank_candidates(lambda u: score(args, u), cands)[1]
 
     value_and_grad = jax.jit(jax.vmap(jax.value_and_grad(score, argnums=1), in_axes=(None, 0)))
 

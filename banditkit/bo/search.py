@@ -76,6 +76,15 @@ def refine(score: Callable[[Array], Array], starts: Array, steps: int, step_size
     return xs[i], scores[i]
 
 
+def rank_candidates(score: Callable[[Array], Array], candidates: Array, chunk: int = 256) -> tuple[Array, Array]:
+    """``(vals (N,), order (N,))``: ``score`` of every row of ``candidates (N, d)`` (in chunks of ``chunk`` rows,
+    so memory stays ``O(chunk · P)`` when the score needs a Jacobian per point; non-finite scores count as
+    ``−inf``) and the row indices from best to worst."""
+    vals = jax.lax.map(score, candidates, batch_size=min(chunk, candidates.shape[0]))
+    vals = jnp.where(jnp.isfinite(vals), vals, -jnp.inf)
+    return vals, jnp.argsort(-vals)
+
+
 def maximize(
     score: Callable[[Array], Array],
     candidates: Array,
@@ -90,9 +99,7 @@ def maximize(
     Returns ``(x (d,), a (), order (N,))`` where ``order`` ranks the candidates by score (best first), used as
     a fallback when a batch needs distinct points.
     """
-    vals = jax.lax.map(score, candidates, batch_size=min(chunk, candidates.shape[0]))
-    vals = jnp.where(jnp.isfinite(vals), vals, -jnp.inf)
-    order = jnp.argsort(-vals)
+    vals, order = rank_candidates(score, candidates, chunk)
     starts = candidates[order[:n_starts]]
     if steps > 0:
         x, a = refine(score, starts, steps, step_size)
