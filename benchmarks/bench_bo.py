@@ -84,19 +84,26 @@ class CompileClock:
 
 
 # -------------------------------------------------------------------------------------------------- methods
+def parse_method(method: str) -> tuple[str, str, dict, bool]:
+    """``(surrogate, acquisition, BayesOpt keywords, grad)`` of one of our method names, e.g. ``gp20_ei`` →
+    ``("gp", "ei", {maximizer: "ascent", surrogate_kwargs: {buffer_size: 20}}, False)``.  The maximiser is always
+    explicit (BayesOpt's default is "lbfgs" for EI / the GP since 2026-11-26; the rows without ``_lbfgs`` are
+    the ascent's); ``grad``: the ``_grad`` variant (the DrawNN refinement on every task)."""
+    grad, lbfgs = method.endswith("_grad"), method.endswith("_lbfgs")
+    sur, acq = method.removesuffix("_grad").removesuffix("_lbfgs").rsplit("_", 1)
+    kw: dict = dict(maximizer="lbfgs" if lbfgs else "ascent")
+    if sur == "gp20":
+        sur, kw["surrogate_kwargs"] = "gp", dict(buffer_size=20)
+    return sur, {"ts": "thompson", "ei": "ei"}[acq], kw, grad
+
+
 def run_banditkit(method: str, f, warm: np.ndarray, budget: int, seed: int, clock: CompileClock, cfg: dict):
     import banditkit as bk
 
-    grad = method.endswith("_grad")
-    lbfgs = method.endswith("_lbfgs")
-    sur, acq = method.removesuffix("_grad").removesuffix("_lbfgs").rsplit("_", 1)
-    kw = dict(maximizer="lbfgs" if lbfgs else "ascent")  # explicit: BayesOpt's default is "lbfgs" for EI / the GP
-    if sur == "gp20":
-        sur, kw = "gp", dict(surrogate_kwargs=dict(buffer_size=20))
-    acq = {"ts": "thompson", "ei": "ei"}[acq]
+    sur, acq, kw, grad = parse_method(method)
     d = warm.shape[1]
     refine = REFINE["drawnn"] if grad else cfg.get("refine")
-    if refine and not lbfgs:  # the L-BFGS-B variants keep BayesOpt's lbfgs defaults on every task
+    if refine and kw["maximizer"] == "ascent":  # the L-BFGS-B variants keep BayesOpt's lbfgs defaults everywhere
         kw.update(refine_steps=refine["refine_steps"], step_size=refine["step_per_coordinate"] * float(np.sqrt(d)))
     clock.take()
     opt = bk.BayesOpt([(0.0, 1.0)] * d, surrogate=sur, acquisition=acq, direction="minimize", seed=seed,
@@ -322,11 +329,9 @@ def time_vs_n(methods: list[str], ns: list[int], out: str, clock: CompileClock, 
                     times.append(t[0])
                 times, comp = times[1:], 0.0
             else:
-                lbfgs = method.endswith("_lbfgs")
-                sur, acq = method.removesuffix("_lbfgs").rsplit("_", 1)
-                opt = bk.BayesOpt([(0.0, 1.0)] * 6, surrogate=sur, acquisition={"ts": "thompson"}.get(acq, acq),
-                                  direction="minimize", seed=0, n_initial=6, n_candidates=cfg["n_candidates"],
-                                  maximizer="lbfgs" if lbfgs else "ascent")
+                sur, acq, kw, _ = parse_method(method)
+                opt = bk.BayesOpt([(0.0, 1.0)] * 6, surrogate=sur, acquisition=acq, direction="minimize", seed=0,
+                                  n_initial=6, n_candidates=cfg["n_candidates"], **kw)
                 opt.tell(x0, [float(f.value(x)) for x in x0])
                 times, comp = [], 0.0
                 clock.take()

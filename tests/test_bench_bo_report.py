@@ -77,3 +77,13 @@ def test_report_writes_the_pareto_section_and_plot(tmp_path):
     assert len(front) == 1 and "`random`" in front[0] and "`hilofi_ts`" in front[0] and "`botorch`" in front[0]
     for png in ("bo_curves.png", "bo_time.png", "bo_pareto.png"):
         assert (tmp_path / png).stat().st_size > 10_000
+
+
+def test_method_names_pin_the_maximiser():
+    """Every bench method passes its maximiser explicitly, so a row keeps meaning what it was run with after
+    BayesOpt's default changed; ``gp20_ei`` keeps both its buffer and the ascent."""
+    assert bench_bo.parse_method("gp20_ei") == ("gp", "ei", dict(maximizer="ascent",
+                                                                  surrogate_kwargs=dict(buffer_size=20)), False)
+    assert bench_bo.parse_method("gp_ei_lbfgs") == ("gp", "ei", dict(maximizer="lbfgs"), False)
+    assert bench_bo.parse_method("hilofi_ts_grad") == ("hilofi", "thompson", dict(maximizer="ascent"), True)
+    assert all("maximizer" in bench_bo.parse_method(m)[2] for m in bench_bo.OURS)
