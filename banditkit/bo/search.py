@@ -138,8 +138,9 @@ def lbfgs_refine(
                 best["x"], best["a"] = X[i].copy(), float(a[i])
         return -float(np.sum(a[ok])), -np.where(ok[:, None], g, 0.0).ravel()
 
-    fun(starts.ravel())
-    if maxiter > 0:
+    if maxiter > 0:  # L-BFGS-B's first evaluation is at the starts, so they are among the points compared
         minimize(fun, starts.ravel(), jac=True, method="L-BFGS-B", bounds=[(0.0, 1.0)] * (k * d),
                  options=dict(maxiter=int(maxiter)))
+    else:
+        fun(starts.ravel())
     return best["x"], best["a"]
