@@ -11,8 +11,10 @@ Methods: ``{hilofi,lrkf,lofi}_{ts,ei}`` = ``bk.BayesOpt`` with that surrogate an
 fitted hyper-parameters); all of these with ``maximizer="ascent"`` (since 2026-11-26 BayesOpt's default is
 "lbfgs" except for Thompson sampling with a network: these rows were run before and keep the ascent);
 ``*_lbfgs`` = the same with ``maximizer="lbfgs"`` (the 8 best candidates refined by L-BFGS-B on log EI / the
-Thompson draw, ≤ 200 iterations, on every task); peers ``botorch`` (SingleTaskGP + LogEI, 0.18 defaults, 1 torch
-thread, refitted from scratch each iteration, ``optimize_acqf(q=1, num_restarts=8, raw_samples=256)``), ``tpe``
+Thompson draw, ≤ 200 iterations, on every task); ``*_tr`` = the same with ``trust_region=True`` (TuRBO's
+adaptive box around the incumbent, :mod:`banditkit.bo.trust_region`); peers ``botorch`` (SingleTaskGP + LogEI,
+0.18 defaults, 1 torch thread, refitted from scratch each iteration, ``optimize_acqf(q=1, num_restarts=8,
+raw_samples=256)``), ``tpe``
 (Optuna ``TPESampler(seed)``, warm-up told as trials), ``random`` (the same generator after the warm-up).
 
 Time per iteration = one ask + one tell, objective excluded; JAX compilation inside it (measured by
@@ -57,7 +59,8 @@ SMALL_TASKS = ["branin", "hartmann6", "ackley2", "ackley5", "ackley10"]
 OURS = ["hilofi_ts", "lrkf_ts", "lofi_ts", "hilofi_ei", "lrkf_ei", "lofi_ei", "gp_ei", "gp_ts", "gp20_ei",
         "online_vbll_ts", "last_layer_laplace_ts",  # these two: seed 003's replay-buffer baselines
         "hilofi_ts_grad",  # not seed 003's protocol: HiLoFi-TS with the DrawNN gradient maximisation on every task
-        "gp_ei_lbfgs", "hilofi_ei_lbfgs", "hilofi_ts_lbfgs"]  # BayesOpt(maximizer="lbfgs"): 8 starts, L-BFGS-B
+        "gp_ei_lbfgs", "hilofi_ei_lbfgs", "hilofi_ts_lbfgs",  # BayesOpt(maximizer="lbfgs"): 8 starts, L-BFGS-B
+        "hilofi_ts_tr", "lofi_ts_tr", "hilofi_ei_lbfgs_tr", "gp_ei_lbfgs_tr"]  # BayesOpt(trust_region=True): TuRBO box
 PEERS = ["botorch", "tpe", "random"]
 METHODS = OURS + PEERS
 FULL_COMMAND = ("python benchmarks/bench_bo.py --tasks " + ",".join(TASKS) + " --seeds 10 --methods "
@@ -86,15 +89,19 @@ class CompileClock:
 # -------------------------------------------------------------------------------------------------- methods
 def parse_method(method: str) -> tuple[str, str, dict, bool]:
     """``(surrogate, acquisition, BayesOpt keywords, grad)`` of one of our method names, e.g. ``gp20_ei`` →
-    ``("gp", "ei", {maximizer: "ascent", surrogate_kwargs: {buffer_size: 20}}, False)``.  The maximiser is always
-    explicit (BayesOpt's default is "lbfgs" for EI / the GP since 2026-11-26; the rows without ``_lbfgs`` are
-    the ascent's); ``grad``: the ``_grad`` variant (the DrawNN refinement on every task)."""
-    grad, lbfgs = method.endswith("_grad"), method.endswith("_lbfgs")
-    sur, acq = method.removesuffix("_grad").removesuffix("_lbfgs").rsplit("_", 1)
-    kw: dict = dict(maximizer="lbfgs" if lbfgs else "ascent")
+    ``("gp", "ei", {maximizer: "ascent", trust_region: False, surrogate_kwargs: {buffer_size: 20}}, False)``.
+    Suffixes, in any order: ``_lbfgs`` (``maximizer="lbfgs"``), ``_tr`` (``trust_region=True``), ``_grad`` (the
+    DrawNN refinement on every task).  The maximiser is always explicit (BayesOpt's default is "lbfgs" for EI /
+    the GP since 2026-11-26; the rows without ``_lbfgs`` are the ascent's)."""
+    flags, name = set(), method
+    while name.rsplit("_", 1)[-1] in ("grad", "lbfgs", "tr"):
+        name, flag = name.rsplit("_", 1)
+        flags.add(flag)
+    sur, acq = name.rsplit("_", 1)
+    kw: dict = dict(maximizer="lbfgs" if "lbfgs" in flags else "ascent", trust_region="tr" in flags)
     if sur == "gp20":
         sur, kw["surrogate_kwargs"] = "gp", dict(buffer_size=20)
-    return sur, {"ts": "thompson", "ei": "ei"}[acq], kw, grad
+    return sur, {"ts": "thompson", "ei": "ei"}[acq], kw, "grad" in flags
 
 
 def run_banditkit(method: str, f, warm: np.ndarray, budget: int, seed: int, clock: CompileClock, cfg: dict):

@@ -80,10 +80,13 @@ def test_report_writes_the_pareto_section_and_plot(tmp_path):
 
 
 def test_method_names_pin_the_maximiser():
-    """Every bench method passes its maximiser explicitly, so a row keeps meaning what it was run with after
-    BayesOpt's default changed; ``gp20_ei`` keeps both its buffer and the ascent."""
-    assert bench_bo.parse_method("gp20_ei") == ("gp", "ei", dict(maximizer="ascent",
-                                                                  surrogate_kwargs=dict(buffer_size=20)), False)
-    assert bench_bo.parse_method("gp_ei_lbfgs") == ("gp", "ei", dict(maximizer="lbfgs"), False)
-    assert bench_bo.parse_method("hilofi_ts_grad") == ("hilofi", "thompson", dict(maximizer="ascent"), True)
-    assert all("maximizer" in bench_bo.parse_method(m)[2] for m in bench_bo.OURS)
+    """Every bench method passes its maximiser and trust region explicitly, so a row keeps meaning what it was run
+    with after BayesOpt's defaults changed; ``gp20_ei`` keeps both its buffer and the ascent; suffixes combine."""
+    plain = dict(maximizer="ascent", trust_region=False)
+    assert bench_bo.parse_method("gp20_ei") == ("gp", "ei", dict(plain, surrogate_kwargs=dict(buffer_size=20)), False)
+    assert bench_bo.parse_method("gp_ei_lbfgs") == ("gp", "ei", dict(plain, maximizer="lbfgs"), False)
+    assert bench_bo.parse_method("hilofi_ts_grad") == ("hilofi", "thompson", plain, True)
+    assert bench_bo.parse_method("hilofi_ts_tr") == ("hilofi", "thompson", dict(plain, trust_region=True), False)
+    assert bench_bo.parse_method("hilofi_ei_lbfgs_tr") == ("hilofi", "ei", dict(maximizer="lbfgs", trust_region=True),
+                                                          False)
+    assert all({"maximizer", "trust_region"} <= set(bench_bo.parse_method(m)[2]) for m in bench_bo.OURS)

@@ -98,6 +98,9 @@ def test_bo_command(tmp_path, capsys):
     argv = ["bo", "--evals", "7", "--seeds", "1", "--surrogate", "gp", "--acquisition", "ei", "--candidates", "32"]
     assert main([*argv, "--maximizer", "lbfgs", "--out", str(out2), "--quiet"]) == 0
     assert len(pd.read_csv(out2 / "bo.csv")) == 7
+    out3 = tmp_path / "bo_tr"
+    assert main([*argv, "--trust-region", "--out", str(out3), "--quiet"]) == 0
+    assert set(pd.read_csv(out3 / "bo.csv").agent) == {"gp-ei-tr"}
 
 
 def test_run_and_compare_commands(tmp_path, capsys):

@@ -46,6 +46,11 @@ refinement: a draw on a finite set has none).  Per-``tell`` cost grows as ``O(nÂ
 ``ask(n)`` with ``n > 1`` returns a batch: the first point maximises the acquisition, the others come from
 independent Thompson draws (all of them for ``thompson``); points in one batch are always distinct.
 
+Trust region (``trust_region=True``, :mod:`banditkit.bo.trust_region`).  TuRBO's local search: candidates and
+refinement are confined to an adaptive box around the incumbent, and in high dimension a candidate changes only
+``â‰ˆ 20`` coordinates of it.  It keeps a network surrogate's queries where its mean is backed by data (away from
+the data an ELU network's mean keeps growing, and a global maximiser of EI chases those spurious peaks).
+
 State, save and resume.  Everything that determines the next suggestion is saved by :meth:`BayesOpt.save`
 (evaluations, the standardisation, the surrogate's state arrays, the PRNG key, the Sobol position and the
 pending suggestions) in a portable ``.npz`` with a JSON header (no pickled code), written atomically.  For the
@@ -72,6 +77,7 @@ from banditkit import checkpoint
 from banditkit import posteriors as _posteriors
 from banditkit.bo import gp as _gp
 from banditkit.bo import search
+from banditkit.bo import trust_region as _tr
 from banditkit.likelihoods import Gaussian
 from banditkit.models import MLP
 from banditkit.policies.acquisition import (
@@ -162,6 +168,11 @@ class BayesOpt:
       min_distance: a suggestion closer than this (max-norm in the unit cube) to an evaluated or pending point is
         replaced by the best-scoring candidate that is not (re-evaluating a point teaches a deterministic
         objective nothing; set 0 to allow repeats except exact duplicates).
+      trust_region: search only a box of side ``L`` around the best point so far (TuRBO, Eriksson et al. 2019;
+        :mod:`banditkit.bo.trust_region`): the candidates are the Sobol set mapped into the box on a random
+        ``min(1, 20/d)`` share of the coordinates (the incumbent's values elsewhere), the refinement is bounded by
+        the box, and ``L`` (0.8 at first) doubles after 3 improving evaluations in a row and halves after
+        ``max(4, d)`` non-improving ones.  Its state (:attr:`trust_region`) is saved with the optimiser.
     """
 
     def __init__(
@@ -185,6 +196,7 @@ class BayesOpt:
         xi: float = 0.01,
         beta: float = 2.0,
         min_distance: float = 1e-3,
+        trust_region: bool = False,
     ):
         b = check_bounds(bounds)
         self._lo, self._hi = b[:, 0].copy(), b[:, 1].copy()
@@ -214,6 +226,8 @@ class BayesOpt:
                 raise ValueError(f"{name} must be a positive int, got {v!r}")
         if not isinstance(refine_steps, (int, np.integer)) or refine_steps < 0:
             raise ValueError(f"refine_steps must be a non-negative int, got {refine_steps!r}")
+        if not isinstance(trust_region, (bool, np.bool_)):
+            raise TypeError(f"trust_region must be True or False, got {trust_region!r}")
         if not obs_noise > 0:
             raise ValueError(f"obs_noise is a variance and must be > 0, got {obs_noise!r}")
         self.acquisition = acq
@@ -231,6 +245,7 @@ class BayesOpt:
             xi=float(xi),
             beta=float(beta),
             min_distance=float(min_distance),
+            trust_region=bool(trust_region),
         )
         self._sign = 1.0 if direction == "maximize" else -1.0
 
@@ -251,6 +266,7 @@ class BayesOpt:
         self._sobol_index = 0
         self._pending = np.zeros((0, self.dim))
         self._pending_source: list[str] = []
+        self._tr = _tr.TrustRegion()
 
     def _init_gp(self, model: Any, surrogate_kwargs: dict | None) -> None:
         if model is not None:
@@ -359,6 +375,12 @@ class BayesOpt:
         (for ``surrogate="gp"``: ``(None, GPState)``, the state ``None`` before the first fit)."""
         return self._post, self._state
 
+    @property
+    def trust_region(self) -> _tr.TrustRegion | None:
+        """The trust region's state (side length, success / failure runs, restarts) with ``trust_region=True``,
+        else ``None``."""
+        return self._tr if self._config["trust_region"] else None
+
     def ask(self, n: int | None = None) -> np.ndarray:
         """Next point(s) to evaluate: ``(dim,)`` for ``n=None``, else ``(n, dim)`` (distinct points), in bounds."""
         if n is None:
@@ -399,11 +421,13 @@ class BayesOpt:
                     src = pend_src.pop(j)
                     pending = np.delete(pending, j, axis=0)
             sources.append(src)
+        tr = self._tr_after(new_y)
         if self._is_gp:
             state, shift, scale = self._gp_refit(new_u, new_y)
             self._u, self._y, self._source = new_u, new_y, sources
             self._pending, self._pending_source = pending, pend_src
             self._shift, self._scale, self._state, self._n_fed = shift, scale, state, new_y.size
+            self._tr = tr
             return
         shift, scale = self._shift, self._scale
         if shift is None and new_y.size >= self.n_initial:
@@ -429,6 +453,18 @@ class BayesOpt:
         self._u, self._y, self._source = new_u, new_y, sources
         self._pending, self._pending_source = pending, pend_src
         self._shift, self._scale, self._state, self._n_fed = shift, scale, state, n_fed
+        self._tr = tr
+
+    def _tr_after(self, y: np.ndarray) -> _tr.TrustRegion:
+        """The trust region after the values ``y[self.n_evals:]`` are told (each one past the initial design is a
+        success or a failure against the best value before it)."""
+        tr = self._tr
+        if not self._config["trust_region"]:
+            return tr
+        s = self._sign * y
+        for i in range(max(self.n_evals, self.n_initial), y.size):
+            tr = _tr.update(tr, _tr.improves(float(s[i]), float(np.max(s[:i]))), self.dim)
+        return tr
 
     @property
     def best(self) -> tuple[np.ndarray, float]:
@@ -513,24 +549,36 @@ class BayesOpt:
         chosen: list[np.ndarray] = []
         sources: list[str] = []
         best = float(np.max((self._sign * self._y - self._shift) / self._scale))
+        cands, lo, hi = self._search_space()
         for i in range(k):
             if i == 0 and self.acquisition != "thompson":
                 w = jnp.asarray([self.acquisition == a for a in ("ei", "pi", "ucb")], self._dtype)
-                x, _, order = self._analytic(self._state, jnp.asarray(best, self._dtype), w, self._candidates)
+                x, _, order = self._analytic(self._state, jnp.asarray(best, self._dtype), w, cands, lo, hi)
             else:
-                x, _, order = self._thompson(self._state, self._next_key(), self._candidates)
+                x, _, order = self._thompson(self._state, self._next_key(), cands, lo, hi)
             x = np.clip(np.asarray(x, np.float64), 0.0, 1.0)
             taken = np.concatenate([self._u, self._pending, np.reshape(chosen, (-1, self.dim))], axis=0)
             if taken.shape[0] and _near(taken, x, self._config["min_distance"]):
                 # a repeat of an evaluated / pending / chosen point: take the best-ranked candidate that is new
                 for j in np.asarray(order):
-                    cand = np.asarray(self._candidates[j], np.float64)
+                    cand = np.asarray(cands[j], np.float64)
                     if not _near(taken, cand, self._config["min_distance"]):
                         x = cand
                         break
             chosen.append(x)
             sources.append(self.acquisition if (i == 0 or self.acquisition == "thompson") else "thompson")
         return np.stack(chosen), sources
+
+    def _search_space(self) -> tuple[jax.Array, jax.Array | None, jax.Array | None]:
+        """``(candidates (N, d), lo (d,), hi (d,))`` the acquisition is maximised over: the fixed Sobol set in the
+        unit cube (``lo = hi = None``, the kernels' static unit-cube case), or with ``trust_region=True`` the box
+        around the incumbent and candidates inside it (:mod:`banditkit.bo.trust_region`)."""
+        if not self._config["trust_region"]:
+            return self._candidates, None, None
+        center = self._u[int(np.argmax(self._sign * self._y))]
+        lo, hi = _tr.box(center, self._tr.length)
+        lo, hi, c = (jnp.asarray(v, self._dtype) for v in (lo, hi, center))
+        return _tr.candidates(self._next_key(), self._candidates, c, lo, hi), lo, hi
 
     # persistence ------------------------------------------------------------------------------------------------
     def _arrays(self, state) -> dict:
@@ -564,6 +612,7 @@ class BayesOpt:
             u=self._u.tolist(),
             y=self._y.tolist(),
             pending=self._pending.tolist(),
+            trust_region_state=list(self._tr),
             gp_params=None
             if not (self._is_gp and self._state is not None)
             else {k: np.asarray(v, np.float64).tolist() for k, v in self._state.params._asdict().items()},
@@ -618,6 +667,7 @@ class BayesOpt:
         opt._sobol_index = int(meta["sobol_index"])
         opt._source = list(meta["source"])
         opt._pending_source = list(meta["pending_source"])
+        opt._tr = _tr.TrustRegion(*meta.get("trust_region_state", _tr.TrustRegion()))
         return opt
 
     def __repr__(self) -> str:
@@ -659,13 +709,13 @@ def _build_kernels(post, apply_fn, cfg: dict):
     if cfg["maximizer"] == "lbfgs":
         draw_fn = jax.jit(post.sample)
         ts_max = _lbfgs_maximizer(lambda draw, u: apply_fn(draw, u)[0], cfg)
-        return (jax.jit(step), lambda state, key, cands: ts_max(draw_fn(key, state), cands),
+        return (jax.jit(step), lambda state, key, cands, lo, hi: ts_max(draw_fn(key, state), cands, lo, hi),
                 _analytic_kernel(moments, cfg))
 
-    def thompson(state, key, cands):
+    def thompson(state, key, cands, lo, hi):
         draw = post.sample(key, state)
         return search.maximize(lambda u: apply_fn(draw, u)[0], cands, n_starts=cfg["n_starts"],
-                               steps=cfg["refine_steps"], step_size=cfg["step_size"])
+                               steps=cfg["refine_steps"], step_size=cfg["step_size"], lo=lo, hi=hi)
 
     return jax.jit(step), jax.jit(thompson), _analytic_kernel(moments, cfg)
 
@@ -677,9 +727,9 @@ def _analytic_kernel(moments: Callable, cfg: dict) -> Callable:
     ``"ascent"`` the weighted sum of the scores, with ``"lbfgs"`` the log score (:func:`_log_score`)."""
     if cfg["maximizer"] == "lbfgs":
         an_max = _lbfgs_maximizer(lambda args, u: _log_score(*moments(args[0], u), args[1], args[2], cfg), cfg)
-        return lambda state, best, weights, cands: an_max((state, best, weights), cands)
+        return lambda state, best, weights, cands, lo, hi: an_max((state, best, weights), cands, lo, hi)
 
-    def analytic(state, best, weights, cands):
+    def analytic(state, best, weights, cands, lo, hi):
         def score(u):
             m, sd = moments(state, u)
             return (
@@ -689,7 +739,7 @@ def _analytic_kernel(moments: Callable, cfg: dict) -> Callable:
             )
 
         return search.maximize(score, cands, n_starts=cfg["n_starts"], steps=cfg["refine_steps"],
-                               step_size=cfg["step_size"])
+                               step_size=cfg["step_size"], lo=lo, hi=hi)
 
     return jax.jit(analytic)
 
@@ -715,11 +765,11 @@ def _lbfgs_maximizer(score: Callable, cfg: dict) -> Callable:
 
     value_and_grad = jax.jit(jax.vmap(jax.value_and_grad(score, argnums=1), in_axes=(None, 0)))
 
-    def maximise(args, cands):
+    def maximise(args, cands, lo, hi):
         order = rank(args, cands)
         starts = np.asarray(cands, np.float64)[np.asarray(order[: cfg["n_starts"]])]
         x, a = search.lbfgs_refine(lambda X: value_and_grad(args, jnp.asarray(X, cands.dtype)), starts,
-                                   cfg["refine_steps"])
+                                   cfg["refine_steps"], lo, hi)
         return x, a, order
 
     return maximise
@@ -732,7 +782,7 @@ def _build_gp_kernels(cfg: dict):
     """Jitted ``thompson(state, key, cands)`` (a joint draw of ``f`` on the candidates, its argmax) and
     ``analytic(state, best, weights, cands)`` for a :class:`~banditkit.bo.gp.GPState` (call them under x64)."""
 
-    def thompson(state, key, cands):
+    def thompson(state, key, cands, lo, hi):  # a draw on a finite set: no refinement, so no use for the box
         draw = _gp.sample_joint(key, state, cands)
         order = jnp.argsort(-draw)
         return cands[order[0]], draw[order[0]], order

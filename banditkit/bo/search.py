@@ -49,12 +49,18 @@ def sobol_points(n: int, dim: int, seed: int, skip: int = 0):
         return sampler.random(n)
 
 
-def refine(score: Callable[[Array], Array], starts: Array, steps: int, step_size: float) -> tuple[Array, Array]:
-    """Projected normalised gradient ascent of ``score`` from each row of ``starts (k, d)``.
+def refine(
+    score: Callable[[Array], Array], starts: Array, steps: int, step_size: float, lo: Array | None = None,
+    hi: Array | None = None,
+) -> tuple[Array, Array]:
+    """Projected normalised gradient ascent of ``score`` from each row of ``starts (k, d)``, kept in the box
+    ``[lo, hi]`` (``(d,)`` each; ``None``: the unit cube).
 
     Returns ``(x_best (d,), a_best ())``: the best point visited over all starts and steps (starts included).
     """
     grad = jax.grad(score)
+    lo = 0.0 if lo is None else lo
+    hi = 1.0 if hi is None else hi
 
     def one_start(x0):
         def body(t, carry):
@@ -62,7 +68,7 @@ def refine(score: Callable[[Array], Array], starts: Array, steps: int, step_size
             g = grad(x)
             g = jnp.where(jnp.isfinite(g), g, 0.0)
             eta = step_size * (1.0 - t / steps)
-            x = jnp.clip(x + eta * g / (jnp.linalg.norm(g) + 1e-12), 0.0, 1.0)
+            x = jnp.clip(x + eta * g / (jnp.linalg.norm(g) + 1e-12), lo, hi)
             a = score(x)
             better = jnp.isfinite(a) & (a > best_a)
             return x, jnp.where(better, x, best_x), jnp.where(better, a, best_a)
@@ -93,8 +99,11 @@ def maximize(
     steps: int = 10,
     step_size: float = 0.05,
     chunk: int = 256,
+    lo: Array | None = None,
+    hi: Array | None = None,
 ) -> tuple[Array, Array, Array]:
-    """Maximise ``score`` over ``[0, 1]^d``: best of ``candidates (N, d)``, refined by :func:`refine`.
+    """Maximise ``score`` over the box ``[lo, hi]`` (``None``: ``[0, 1]^d``; the candidates must lie in it): best
+    of ``candidates (N, d)``, refined by :func:`refine`.
 
     Returns ``(x (d,), a (), order (N,))`` where ``order`` ranks the candidates by score (best first), used as
     a fallback when a batch needs distinct points.
@@ -102,32 +111,39 @@ def maximize(
     vals, order = rank_candidates(score, candidates, chunk)
     starts = candidates[order[:n_starts]]
     if steps > 0:
-        x, a = refine(score, starts, steps, step_size)
+        x, a = refine(score, starts, steps, step_size, lo, hi)
     else:
         x, a = starts[0], vals[order[0]]
     return x, a, order
 
 
 def lbfgs_refine(
-    value_and_grad: Callable[[np.ndarray], tuple[Array, Array]], starts: np.ndarray, maxiter: int
+    value_and_grad: Callable[[np.ndarray], tuple[Array, Array]],
+    starts: np.ndarray,
+    maxiter: int,
+    lo: np.ndarray | None = None,
+    hi: np.ndarray | None = None,
 ) -> tuple[np.ndarray, float]:
-    """Box-bounded L-BFGS-B ascent from every row of ``starts (k, d)`` at once.
+    """Box-bounded L-BFGS-B ascent from every row of ``starts (k, d)`` at once, in ``[lo, hi]`` (``(d,)`` each;
+    ``None``: the unit cube; the starts must lie in the box).
 
     ``value_and_grad(X (k, d)) -> (a (k,), ∇a (k, d))`` gives the score of each row and its gradient (one jitted
     call; ``X`` arrives as float64 NumPy, the callable casts it to its own dtype).  SciPy's L-BFGS-B minimises
-    ``−Σ_i a(x_i)`` on ``[0, 1]^{k×d}`` for at most ``maxiter`` iterations; rows whose score is not finite count
+    ``−Σ_i a(x_i)`` on ``[lo, hi]^k`` for at most ``maxiter`` iterations; rows whose score is not finite count
     as 0 with a zero gradient (they stay where they are).  Returns
     ``(x_best (d,), a_best)``: the best row of every evaluated ``X`` (the starts included), so the result is never
     worse than the best start.
     """
-    from scipy.optimize import minimize
+    from scipy.optimize import Bounds, minimize
 
     starts = np.asarray(starts, np.float64)
     k, d = starts.shape
     best = {"x": starts[0].copy(), "a": -np.inf}
+    lo_k = np.tile(np.zeros(d) if lo is None else np.asarray(lo, np.float64).reshape(d), k)
+    hi_k = np.tile(np.ones(d) if hi is None else np.asarray(hi, np.float64).reshape(d), k)
 
     def fun(v):
-        X = np.clip(v.reshape(k, d), 0.0, 1.0)
+        X = np.clip(v, lo_k, hi_k).reshape(k, d)
         a, g = value_and_grad(X)
         a = np.asarray(a, np.float64)
         g = np.asarray(g, np.float64)
@@ -139,7 +155,7 @@ def lbfgs_refine(
         return -float(np.sum(a[ok])), -np.where(ok[:, None], g, 0.0).ravel()
 
     if maxiter > 0:  # L-BFGS-B's first evaluation is at the starts, so they are among the points compared
-        minimize(fun, starts.ravel(), jac=True, method="L-BFGS-B", bounds=[(0.0, 1.0)] * (k * d),
+        minimize(fun, starts.ravel(), jac=True, method="L-BFGS-B", bounds=Bounds(lo_k, hi_k),
                  options=dict(maxiter=int(maxiter)))
     else:
         fun(starts.ravel())
