@@ -155,7 +155,7 @@ def cmd_bo(args) -> int:
     features = tuple(int(w) for w in args.features.split(",") if w.strip())
     out = _out_dir(args.out)
     csv = _fresh(os.path.join(out, "bo.csv"))
-    name = f"{args.surrogate}-{args.acquisition}" + ("-tr" if args.trust_region else "")
+    name = f"{args.surrogate}-{args.acquisition}" + {None: "", True: "-tr", False: "-global"}[args.trust_region]
     minimum = fn.minimum
     kwargs = {} if args.rank is None else {"rank": args.rank}
     from tqdm.auto import tqdm
@@ -293,9 +293,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--maximizer", default=None, choices=["ascent", "lbfgs"],
                    help="refinement of the best candidates: short projected gradient ascent or L-BFGS-B on the log "
                    "acquisition (default: ascent for thompson with a network, lbfgs otherwise)")
-    b.add_argument("--trust-region", action="store_true",
-                   help="search only a TuRBO-style box around the best point, resized by success / failure "
-                   "(helps in high dimension)")
+    b.add_argument("--trust-region", action=argparse.BooleanOptionalAction, default=None,
+                   help="search only a TuRBO-style box around the best point, resized by success / failure, or "
+                   "(--no-trust-region) the whole box (default: on for thompson and the gp surrogate)")
     b.add_argument("--out", default="results", help="output folder (default results)")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
     b.set_defaults(func=cmd_bo)

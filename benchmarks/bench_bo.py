@@ -60,7 +60,7 @@ OURS = ["hilofi_ts", "lrkf_ts", "lofi_ts", "hilofi_ei", "lrkf_ei", "lofi_ei", "g
         "online_vbll_ts", "last_layer_laplace_ts",  # these two: seed 003's replay-buffer baselines
         "hilofi_ts_grad",  # not seed 003's protocol: HiLoFi-TS with the DrawNN gradient maximisation on every task
         "gp_ei_lbfgs", "hilofi_ei_lbfgs", "hilofi_ts_lbfgs",  # BayesOpt(maximizer="lbfgs"): 8 starts, L-BFGS-B
-        "hilofi_ts_tr", "lofi_ts_tr", "hilofi_ei_lbfgs_tr", "gp_ei_lbfgs_tr"]  # BayesOpt(trust_region=True): TuRBO box
+        "hilofi_ts_tr", "lofi_ts_tr", "hilofi_ei_lbfgs_tr", "gp_ei_lbfgs_tr", "gp_ts_tr"]  # trust_region=True
 PEERS = ["botorch", "tpe", "random"]
 METHODS = OURS + PEERS
 FULL_COMMAND = ("python benchmarks/bench_bo.py --tasks " + ",".join(TASKS) + " --seeds 10 --methods "

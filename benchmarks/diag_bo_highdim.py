@@ -38,6 +38,7 @@ import banditkit as bk  # noqa: E402
 from banditkit.bo import gp as _gp  # noqa: E402
 from banditkit.environments.bo_functions import make_function  # noqa: E402
 from benchmarks import common  # noqa: E402
+from benchmarks.bench_bo import parse_method  # noqa: E402
 
 
 def predicted_mean(opt: bk.BayesOpt, u: np.ndarray) -> float:
@@ -52,10 +53,9 @@ def predicted_mean(opt: bk.BayesOpt, u: np.ndarray) -> float:
 
 def run(method: str, seed: int, budget: int, dim: int) -> pd.DataFrame:
     f = make_function("ackley", dim)
-    lbfgs = method.endswith("_lbfgs")
-    sur, acq = method.removesuffix("_lbfgs").rsplit("_", 1)
-    opt = bk.BayesOpt([(0.0, 1.0)] * dim, surrogate=sur, acquisition={"ts": "thompson", "ei": "ei"}[acq],
-                      direction="minimize", seed=seed, n_initial=dim, maximizer="lbfgs" if lbfgs else "ascent")
+    sur, acq, kw, _ = parse_method(method)
+    opt = bk.BayesOpt([(0.0, 1.0)] * dim, surrogate=sur, acquisition=acq, direction="minimize", seed=seed,
+                      n_initial=dim, **kw)
     warm = np.random.default_rng(seed).random((dim, dim))
     fw = f.value(warm)
     opt.tell(warm, [float(v) for v in fw])

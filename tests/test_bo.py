@@ -264,7 +264,7 @@ def test_lbfgs_reaches_a_far_optimum_the_short_ascent_cannot():
     res = {}
     for m in ("ascent", "lbfgs"):
         opt = BayesOpt([(0.0, 1.0)] * d, surrogate="gp", acquisition="ei", direction="minimize", seed=0,
-                       maximizer=m, n_initial=25, n_candidates=64)
+                       maximizer=m, n_initial=25, n_candidates=64, trust_region=False)  # the whole cube
         opt.tell(x0, [bowl(x) for x in x0])
         for _ in range(5):
             x = opt.ask()
@@ -280,19 +280,20 @@ def test_unknown_maximizer_is_a_clear_error():
 
 def test_default_maximizer_per_surrogate_and_old_checkpoints(tmp_path):
     """The ascent is the default for Thompson sampling with a network, L-BFGS otherwise; a checkpoint written
-    before the option existed (its config has no ``maximizer``) resumes with the ascent it was made with, to the
-    same next ask."""
+    before the options existed (its config has no ``maximizer`` / ``trust_region``) resumes with the whole-cube
+    ascent it was made with, to the same next ask."""
     assert BayesOpt([(0.0, 1.0)], surrogate="gp", n_candidates=32)._config["maximizer"] == "lbfgs"
     assert BayesOpt([(0.0, 1.0)], **SMALL)._config["maximizer"] == "ascent"
     assert BayesOpt([(0.0, 1.0)], acquisition="ei", **SMALL)._config["maximizer"] == "lbfgs"
     opt = BayesOpt([(0.0, 1.0)] * 2, surrogate="gp", acquisition="ei", maximizer="ascent", seed=1, n_initial=4,
-                   n_candidates=64)
+                   n_candidates=64, trust_region=False)
     for _ in range(6):
         x = opt.ask()
         opt.tell(x, quad(x))
-    del opt._config["maximizer"]  # what the previous format wrote
+    del opt._config["maximizer"], opt._config["trust_region"]  # what the previous format wrote
     opt.save(tmp_path / "old.bk")
     again = BayesOpt.load(tmp_path / "old.bk")
     assert again._config["maximizer"] == "ascent" and again._config["refine_steps"] == 10
-    opt._config["maximizer"] = "ascent"
+    assert again.trust_region is None  # made by a search over the whole cube
+    opt._config.update(maximizer="ascent", trust_region=False)
     np.testing.assert_array_equal(again.ask(), opt.ask())

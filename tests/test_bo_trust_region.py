@@ -100,7 +100,7 @@ def test_maximisers_respect_a_box():
     "kw",
     [
         dict(SMALL, acquisition="thompson"),  # projected ascent
-        dict(SMALL, acquisition="ei", maximizer="lbfgs"),
+        dict(SMALL, acquisition="ei", maximizer="lbfgs", trust_region=True),
         dict(surrogate="gp", acquisition="thompson", n_candidates=128),  # joint draw on the box's candidates
         dict(surrogate="gp", acquisition="ei", n_candidates=128),
     ],
@@ -111,7 +111,7 @@ def test_suggestions_lie_in_the_box_and_the_length_follows_the_rule(kw, tmp_path
     the rule replayed over the history; a saved optimiser resumes to the same region and the same next ask."""
     f = make_function("hartmann6")
     d = 6
-    opt = BayesOpt([(0.0, 1.0)] * d, direction="minimize", seed=2, n_initial=6, trust_region=True, **kw)
+    opt = BayesOpt([(0.0, 1.0)] * d, direction="minimize", seed=2, n_initial=6, **kw)
     assert opt.trust_region == tr.TrustRegion()
     expect = tr.TrustRegion()
     lengths = set()
@@ -135,7 +135,13 @@ def test_suggestions_lie_in_the_box_and_the_length_follows_the_rule(kw, tmp_path
     np.testing.assert_array_equal(again.ask(), opt.ask())
 
 
-def test_trust_region_off_by_default_and_checked():
-    assert BayesOpt([(0.0, 1.0)], **SMALL).trust_region is None
-    with pytest.raises(TypeError, match="trust_region must be True or False"):
+def test_trust_region_default_per_acquisition_and_surrogate_and_checked():
+    """On for Thompson sampling and the GP, off for EI / PI / UCB with a network (measured, bo_notes.md)."""
+    assert BayesOpt([(0.0, 1.0)], **SMALL).trust_region == tr.TrustRegion()
+    assert BayesOpt([(0.0, 1.0)], surrogate="gp", acquisition="ei", n_candidates=32).trust_region is not None
+    for acq in ("ei", "pi", "ucb"):
+        assert BayesOpt([(0.0, 1.0)], acquisition=acq, **SMALL).trust_region is None
+    assert BayesOpt([(0.0, 1.0)], acquisition="ei", trust_region=True, **SMALL).trust_region is not None
+    assert BayesOpt([(0.0, 1.0)], trust_region=False, **SMALL).trust_region is None
+    with pytest.raises(TypeError, match="trust_region must be True, False or None"):
         BayesOpt([(0.0, 1.0)], trust_region="yes", **SMALL)
