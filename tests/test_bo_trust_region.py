@@ -145,3 +145,15 @@ def test_trust_region_default_per_acquisition_and_surrogate_and_checked():
     assert BayesOpt([(0.0, 1.0)], trust_region=False, **SMALL).trust_region is None
     with pytest.raises(TypeError, match="trust_region must be True, False or None"):
         BayesOpt([(0.0, 1.0)], trust_region="yes", **SMALL)
+
+
+def test_batch_asks_stay_in_the_box():
+    """``ask(n)``: every point of a batch (the acquisition's and the extra Thompson draws) lies in the box."""
+    f = make_function("hartmann6")
+    opt = BayesOpt([(0.0, 1.0)] * 6, direction="minimize", seed=5, n_initial=8, **SMALL)
+    x0 = np.random.default_rng(0).random((8, 6))
+    opt.tell(x0, [float(f.value(x)) for x in x0])
+    xs = opt.ask(4)
+    lo, hi = tr.box(x0[int(np.argmin([f.value(x) for x in x0]))], opt.trust_region.length)
+    assert len({tuple(x) for x in xs}) == 4
+    assert np.all(xs >= lo - 1e-6) and np.all(xs <= hi + 1e-6)
