@@ -23,7 +23,8 @@ Time per iteration = one ask + one tell, objective excluded; JAX compilation ins
 Outputs (``--out``, default ``benchmarks/results``), written incrementally (a killed run keeps its finished runs):
 ``bo_runs.csv`` (one row per task × method × seed), ``bo_iters.csv`` (per iteration: best regret so far, seconds),
 ``bo_time_n.csv`` (time per iteration against n), ``bo_machine.csv`` (machine and load average per run); at the
-end ``bo.md``, ``bo_curves.png``, ``bo_time.png``, ``bo_pareto.png`` (time per iteration against average rank).
+end ``bo.md``, ``bo_curves.png`` (the ``HEADLINE`` methods; every method in ``bo_curves_all.png``), ``bo_time.png``,
+``bo_pareto.png`` (time per iteration against average rank).
 ``--report`` rebuilds the report from the CSVs.
 """
 
@@ -62,6 +63,9 @@ OURS = ["hilofi_ts", "lrkf_ts", "lofi_ts", "hilofi_ei", "lrkf_ei", "lofi_ei", "g
         "gp_ei_lbfgs", "hilofi_ei_lbfgs", "hilofi_ts_lbfgs",  # BayesOpt(maximizer="lbfgs"): 8 starts, L-BFGS-B
         "hilofi_ts_tr", "lofi_ts_tr", "hilofi_ei_lbfgs_tr", "gp_ei_lbfgs_tr", "gp_ts_tr"]  # trust_region=True
 PEERS = ["botorch", "tpe", "random"]
+# the methods of bo_curves.png (every method: bo_curves_all.png): the library's defaults and the best of each kind
+HEADLINE = ["hilofi_ts", "hilofi_ts_tr", "lofi_ts_tr", "online_vbll_ts", "gp_ei_lbfgs", "gp_ei_lbfgs_tr", "botorch",
+            "tpe", "random"]
 METHODS = OURS + PEERS
 FULL_COMMAND = ("python benchmarks/bench_bo.py --tasks " + ",".join(TASKS) + " --seeds 10 --methods "
                 + ",".join(METHODS))
@@ -584,22 +588,26 @@ def report(out: str, command: str, not_run: dict[str, str], ckpt_dir: str | None
     _pareto_plot(out, points)
 
 
-def _plots(out: str, runs: pd.DataFrame, iters: pd.DataFrame, tasks: list[str], methods: list[str],
-           partial: pd.DataFrame | None = None) -> None:
+def _curves_plot(path: str, iters: pd.DataFrame, tasks: list[str], methods: list[str],
+                 partial: pd.DataFrame | None = None) -> None:
+    """Best-so-far regret against iteration, one panel per task, mean ± s.e. over seeds for each method."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
-    from matplotlib.ticker import NullFormatter
 
     cols = min(len(tasks), 3)
     rows = int(np.ceil(len(tasks) / cols))
     fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.6 * rows), squeeze=False)
-    palette = plt.get_cmap("tab20")(np.linspace(0, 1, 20))
-    # one colour and line style per method in every panel (peers dashed), and one legend for all methods
-    style = {m: dict(color=palette[(2 * i) % 20 if i < 10 else (2 * i + 1) % 20], ls="--" if m in PEERS else "-")
-             for i, m in enumerate(methods)}
+    # one colour and line style per method in every panel (peers dashed), and one legend for all methods;
+    # tab10 while the methods fit in it, tab20 (dark shades first) beyond
+    if len(methods) <= 10:
+        colours = [plt.get_cmap("tab10")(i) for i in range(len(methods))]
+    else:
+        palette = plt.get_cmap("tab20")(np.linspace(0, 1, 20))
+        colours = [palette[(2 * i) % 20 if i < 10 else (2 * i + 1) % 20] for i in range(len(methods))]
+    style = {m: dict(color=c, ls="--" if m in PEERS else "-") for m, c in zip(methods, colours, strict=True)}
     for ax, t in zip(axes.ravel(), tasks, strict=False):
         for m in methods:
             d = iters[(iters.task == t) & (iters.method == m)]
@@ -626,8 +634,23 @@ def _plots(out: str, runs: pd.DataFrame, iters: pd.DataFrame, tasks: list[str], 
         labels.append("partial run (one seed, interrupted)")
     fig.legend(handles, labels, loc="lower center", ncol=min(len(methods), 6), fontsize=8)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
-    fig.savefig(os.path.join(out, "bo_curves.png"), dpi=110)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+
+def _plots(out: str, runs: pd.DataFrame, iters: pd.DataFrame, tasks: list[str], methods: list[str],
+           partial: pd.DataFrame | None = None) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
+
+    headline = [m for m in methods if m in HEADLINE]
+    _curves_plot(os.path.join(out, "bo_curves.png"), iters, tasks, headline if len(headline) >= 2 else methods,
+                 partial)
+    _curves_plot(os.path.join(out, "bo_curves_all.png"), iters, tasks, methods, partial)
 
     fig, ax = plt.subplots(figsize=(6, 4))
     tn_path = os.path.join(out, "bo_time_n.csv")

@@ -75,7 +75,7 @@ def test_report_writes_the_pareto_section_and_plot(tmp_path):
     assert "## Time against quality" in md
     front = [ln for ln in md.splitlines() if ln.startswith("- all 2 tasks")]
     assert len(front) == 1 and "`random`" in front[0] and "`hilofi_ts`" in front[0] and "`botorch`" in front[0]
-    for png in ("bo_curves.png", "bo_time.png", "bo_pareto.png"):
+    for png in ("bo_curves.png", "bo_curves_all.png", "bo_time.png", "bo_pareto.png"):
         assert (tmp_path / png).stat().st_size > 10_000
 
 
