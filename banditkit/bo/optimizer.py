@@ -52,10 +52,10 @@ changes only ``≈ 20`` coordinates of it.  It keeps a network surrogate's queri
 (away from the data an ELU network's mean keeps growing, and a global maximiser chases those spurious peaks).
 Measured (``benchmarks/results/bo_notes.md``, 5 seeds): HiLoFi-TS Hartmann6 1.02 → 0.46, Ackley10 4.2 → 2.3,
 Ackley50 8.8 → 7.2, DrawNN50 145 → 67; exact GP-EI (L-BFGS) Ackley5 1.7 → 0.17, Ackley50 6.4 → 5.7, DrawNN50
-100 → 29; no Thompson or GP task
-worse beyond a standard error.  So it is the default for Thompson sampling and for the GP.  Not for EI / PI / UCB
-with a network: HiLoFi-EI improved on 5 of 7 tasks (DrawNN50 207 → 120), but its box collapsed around a poor
-incumbent on Branin (regret 0.13 → 1.8, every seed worse); ``trust_region=True`` turns it on there too.
+100 → 29; no Thompson or GP task worse beyond a standard error.  So it is the default for Thompson sampling and
+for the GP.  Not for EI / PI / UCB with a network: HiLoFi-EI improved on 5 of 7 tasks (DrawNN50 207 → 120), but
+its box collapsed around a poor incumbent on Branin (regret 0.13 → 1.8, every seed worse); ``trust_region=True``
+turns it on there too.
 
 State, save and resume.  Everything that determines the next suggestion is saved by :meth:`BayesOpt.save`
 (evaluations, the standardisation, the surrogate's state arrays, the PRNG key, the Sobol position and the
@@ -222,9 +222,9 @@ class BayesOpt:
             n_initial = max(5, 2 * self.dim)
         if not isinstance(n_initial, (int, np.integer)) or n_initial < 1:
             raise ValueError(f"n_initial must be a positive int, got {n_initial!r}")
+        is_gp = isinstance(surrogate, str) and surrogate.strip().lower() == "gp"
         if maximizer is None:
-            gp = isinstance(surrogate, str) and surrogate.strip().lower() == "gp"
-            maximizer = "ascent" if acq == "thompson" and not gp else "lbfgs"
+            maximizer = "ascent" if acq == "thompson" and not is_gp else "lbfgs"
         if maximizer not in MAXIMIZERS:
             raise ValueError(f"unknown maximizer {maximizer!r}; choose one of {list(MAXIMIZERS)}")
         n_starts = MAXIMIZERS[maximizer]["n_starts"] if n_starts is None else n_starts
@@ -235,7 +235,7 @@ class BayesOpt:
         if not isinstance(refine_steps, (int, np.integer)) or refine_steps < 0:
             raise ValueError(f"refine_steps must be a non-negative int, got {refine_steps!r}")
         if trust_region is None:  # measured: helps TS and the GP, hurts a network's EI on Branin (bo_notes.md)
-            trust_region = acq == "thompson" or (isinstance(surrogate, str) and surrogate.strip().lower() == "gp")
+            trust_region = acq == "thompson" or is_gp
         if not isinstance(trust_region, (bool, np.bool_)):
             raise TypeError(f"trust_region must be True, False or None (the default), got {trust_region!r}")
         if not obs_noise > 0:
@@ -260,7 +260,7 @@ class BayesOpt:
         self._sign = 1.0 if direction == "maximize" else -1.0
 
         # surrogate ----------------------------------------------------------------------------------------
-        self._is_gp = isinstance(surrogate, str) and surrogate.strip().lower() == "gp"
+        self._is_gp = is_gp
         if self._is_gp:
             self._init_gp(model, surrogate_kwargs)
         else:
@@ -472,8 +472,11 @@ class BayesOpt:
         if not self._config["trust_region"]:
             return tr
         s = self._sign * y
-        for i in range(max(self.n_evals, self.n_initial), y.size):
-            tr = _tr.update(tr, _tr.improves(float(s[i]), float(np.max(s[:i]))), self.dim)
+        start = max(self.n_evals, self.n_initial)
+        best = float(np.max(s[:start]))  # start ≥ n_initial ≥ 1, and tell always brings a value
+        for v in s[start:]:
+            tr = _tr.update(tr, _tr.improves(float(v), best), self.dim)
+            best = max(best, float(v))
         return tr
 
     @property
