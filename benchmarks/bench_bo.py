@@ -21,7 +21,8 @@ Time per iteration = one ask + one tell, objective excluded; JAX compilation ins
 ``jax.monitoring`` compile events) is reported apart as ``compile_s`` and removed from ``run_s``.
 
 Outputs (``--out``, default ``benchmarks/results``), written incrementally (a killed run keeps its finished runs):
-``bo_runs.csv`` (one row per task × method × seed), ``bo_iters.csv`` (per iteration: best regret so far, seconds),
+``bo_runs.csv`` (one row per task × method × seed), ``bo_iters.csv.gz`` (per iteration: best regret so far, seconds;
+gzip-compressed, appended one gzip member per run — ``pandas.read_csv`` reads it as one table),
 ``bo_time_n.csv`` (time per iteration against n), ``bo_machine.csv`` (machine and load average per run); at the
 end ``bo.md``, ``bo_curves.png`` (the ``HEADLINE`` methods; every method in ``bo_curves_all.png``), ``bo_time.png``,
 ``bo_pareto.png`` (time per iteration against average rank).
@@ -316,7 +317,23 @@ def best_regret(warm_best: float, ys, f_min: float) -> np.ndarray:
 
 
 def _append(path: str, df: pd.DataFrame) -> None:
-    df.to_csv(path, mode="a", header=not os.path.exists(path), index=False)
+    """Add rows to a CSV (a ``.gz`` one gets a new gzip member, so a killed run keeps what it wrote)."""
+    df.to_csv(path, mode="a", header=not os.path.exists(path), index=False,
+              compression="gzip" if path.endswith(".gz") else None)
+
+
+def iters_path(out: str) -> str:
+    """``out/bo_iters.csv.gz``; an uncompressed ``bo_iters.csv`` left by an older version is compressed into it
+    first (so ``--append`` and ``--report`` keep working on old output folders)."""
+    path, legacy = os.path.join(out, "bo_iters.csv.gz"), os.path.join(out, "bo_iters.csv")
+    if os.path.exists(legacy):
+        old = pd.read_csv(legacy)
+        if os.path.exists(path):
+            old = pd.concat([old, pd.read_csv(path)], ignore_index=True)
+        old.to_csv(path + ".tmp", index=False, compression="gzip")
+        os.replace(path + ".tmp", path)
+        os.remove(legacy)
+    return path
 
 
 # ------------------------------------------------------------------------------------------------ time vs n
@@ -370,7 +387,7 @@ def _commands_md(command: str) -> str:
 
 
 def checkpointed_runs(ckpt_dir: str | None, runs: pd.DataFrame) -> pd.DataFrame:
-    """Per-iteration rows (the columns of bo_iters.csv plus ``budget``, ``fit_s``, ``acq_s`` and ``finished``) of the
+    """Per-iteration rows (the columns of bo_iters.csv.gz plus ``budget``, ``fit_s``, ``acq_s`` and ``finished``) of the
     checkpointed runs; ``finished`` is False for a run with no row in ``runs`` (interrupted: what it measured so far).
     The checkpoints are the only record of the split of a peer's ask time into fit and acquisition."""
     from banditkit.environments.bo_functions import make_function
@@ -515,7 +532,7 @@ def report(out: str, command: str, not_run: dict[str, str], ckpt_dir: str | None
     from common import machine, se
 
     runs = pd.read_csv(os.path.join(out, "bo_runs.csv"))
-    iters = pd.read_csv(os.path.join(out, "bo_iters.csv"))
+    iters = pd.read_csv(iters_path(out))
     ck = checkpointed_runs(ckpt_dir, runs)
     partial = ck[~ck.finished.astype(bool)] if len(ck) else ck
     tasks = [t for t in TASKS if t in set(runs.task)]
@@ -800,12 +817,12 @@ def main(argv: list[str] | None = None) -> None:
             fh.write(command + "\n")
     with open(cmd_path) as fh:
         command = fh.read().strip()
-    runs_path, iters_path = os.path.join(args.out, "bo_runs.csv"), os.path.join(args.out, "bo_iters.csv")
+    runs_path, its_path = os.path.join(args.out, "bo_runs.csv"), iters_path(args.out)
     done = set()
     if args.append and os.path.exists(runs_path):
         done = set(map(tuple, pd.read_csv(runs_path)[["task", "method", "seed"]].astype(str).to_numpy()))
     else:
-        for path in (runs_path, iters_path, os.path.join(args.out, "bo_time_n.csv"),
+        for path in (runs_path, its_path, os.path.join(args.out, "bo_time_n.csv"),
                      os.path.join(args.out, "bo_machine.csv")):
             if os.path.exists(path):
                 os.remove(path)
@@ -821,7 +838,7 @@ def main(argv: list[str] | None = None) -> None:
                 row, iters = one_run(task, method, seed, budget, clock, cfg, ckpt_dir)
                 row["wall_s"] = time.perf_counter() - t0  # this process's part of a resumed run (run_s: all)
                 _append(runs_path, pd.DataFrame([row]))
-                _append(iters_path, iters)
+                _append(its_path, iters)
                 print(f"[{task}] {method} seed {seed}: regret {row['final_regret']:.4g}  "
                       f"{row['median_iter_s']:.3f} s/iter  compile {row['compile_s']:.1f}s  wall {row['wall_s']:.0f}s",
                       flush=True)

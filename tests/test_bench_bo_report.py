@@ -69,8 +69,10 @@ def test_report_writes_the_pareto_section_and_plot(tmp_path):
                 its += [dict(task=task, method=m, seed=seed, iter=k + 1, n=2 + k, regret=reg + 0.1 * seed,
                              time_s=sec) for k in range(budget)]
     pd.DataFrame(rows).to_csv(tmp_path / "bo_runs.csv", index=False)
-    pd.DataFrame(its).to_csv(tmp_path / "bo_iters.csv", index=False)
+    pd.DataFrame(its).to_csv(tmp_path / "bo_iters.csv", index=False)  # an older version's uncompressed file
     bench_bo.report(str(tmp_path), "python benchmarks/bench_bo.py --quick", {}, None)
+    assert not (tmp_path / "bo_iters.csv").exists()  # compressed in place, nothing lost
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "bo_iters.csv.gz"), pd.DataFrame(its))
     md = (tmp_path / "bo.md").read_text()
     assert "## Time against quality" in md
     front = [ln for ln in md.splitlines() if ln.startswith("- all 2 tasks")]
