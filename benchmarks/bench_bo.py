@@ -14,8 +14,8 @@ fitted hyper-parameters); all of these with ``maximizer="ascent"`` (since 2026-1
 Thompson draw, ≤ 200 iterations, on every task); ``*_tr`` = the same with ``trust_region=True`` (TuRBO's
 adaptive box around the incumbent, :mod:`banditkit.bo.trust_region`); peers ``botorch`` (SingleTaskGP + LogEI,
 0.18 defaults, 1 torch thread, refitted from scratch each iteration, ``optimize_acqf(q=1, num_restarts=8,
-raw_samples=256)``), ``tpe``
-(Optuna ``TPESampler(seed)``, warm-up told as trials), ``random`` (the same generator after the warm-up).
+raw_samples=256)``), ``tpe`` (Optuna ``TPESampler(seed)``, warm-up told as trials), ``random`` (the same generator
+after the warm-up).
 
 Time per iteration = one ask + one tell, objective excluded; JAX compilation inside it (measured by
 ``jax.monitoring`` compile events) is reported apart as ``compile_s`` and removed from ``run_s``.
