@@ -15,7 +15,10 @@ The reward model comes from ``env.unwrapped.default_model``:
 ``"bo_mlp"``            ``MLP(features=(180, 180, 180), out=1)`` (BO surrogate)
 ======================  ===========================================================================
 
-The ``linear`` posterior gets a linear model instead (``MLP(features=(), out=K)``: LinTS / LinUCB).
+The ``linear`` posterior gets a linear model instead (``MLP(features=(), out=K)``: LinTS / LinUCB), with one
+independent regression per arm (``arms=K``: its own covariance and, under ``noise="nig"``, its own noise variance, as
+in seed 002 App. A.1 and Riquelme et al.); ``posterior_kwargs=dict(arms=None)`` gives one joint regression with a
+shared noise variance instead.
 Backend hyper-parameters default to :data:`DEFAULT_HYPER` (small ranks that run on a laptop); pass
 ``posterior_kwargs=`` / ``policy_kwargs=`` / ``model=`` to override.
 """
@@ -175,6 +178,8 @@ def make_agent(
     default, per_arm = default_model(u, post_name)
     factory = backends()[post_name]
     hyper = _filtered(factory, DEFAULT_HYPER.get(post_name, {}))
+    if post_name == "linear" and model is None and not per_arm:
+        hyper["arms"] = int(u.num_actions)  # per-arm LinTS on the default K-output linear model (seed 002 A.1)
     hyper.update(posterior_kwargs or {})
     if pol_name == "thompson_predictive":
         policy = _rules.thompson(variant="predictive")

@@ -33,6 +33,12 @@ time update with ``q > 0`` refactors ``γ²UᵀU + qI`` (``O(P³)``, only when `
     sample: ``σ² ~ IG(a, b)`` then ``θ ~ N(μ, σ² Σ)`` (two-level Thompson draw).
 
 ``mean(state)`` is ``μ`` in both modes.
+
+``arms=K`` (seed 002 App. A.1, Riquelme et al.'s per-arm LinTS): for a ``K``-output linear model observed one arm at
+a time, one regression per arm — its own ``μ_k, Σ_k`` — in ``O(P²/K²)`` per update and ``P²/K`` memory
+(:mod:`banditkit.posteriors.linear_arms`); under ``noise="nig"`` the arms share one ``σ²`` (``shared_noise=True``,
+then the posterior is the joint one's exactly) or each has its own (``shared_noise=False``, the paper's LinTS).
+``arms=None`` (default): one joint regression over all ``P`` parameters, one ``σ²`` shared by all outputs.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ import jax.numpy as jnp
 from banditkit import linalg
 from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, check_common_hyper, linearize
+from banditkit.posteriors.linear_arms import check_arms, linear_arms
 
 Array = jax.Array
 
@@ -76,6 +83,8 @@ def linear(
     b0: float = 6.0,
     dynamics_cov: float = 0.0,
     forgetting: float = 1.0,
+    arms: int | None = None,
+    shared_noise: bool = True,
 ) -> Posterior:
     """Exact Bayesian linear regression / Kalman filter (see the module docstring for the equations).
 
@@ -88,6 +97,11 @@ def linear(
       a0, b0: inverse-gamma prior ``σ² ~ IG(a0, b0)`` for ``noise="nig"`` (defaults: seed 002's reference 6, 6).
       dynamics_cov: ``q``, random-walk variance added per ``predict``.
       forgetting: ``γ``, the mean shrinks as ``θ ← γθ`` per ``predict``.
+      arms: ``K`` for one independent regression per output of a ``K``-output linear model (every parameter leaf
+        has last axis ``K``; observations of one output at a time, as a multi-output bandit agent makes), each with
+        its own covariance; ``None`` for one joint regression (see the module docstring).
+      shared_noise: with ``arms`` and ``noise="nig"``: one noise variance for all arms (``True``: the joint model's
+        posterior exactly, at ``O(P²/K²)`` per update) or one per arm (``False``: Riquelme et al.'s per-arm LinTS).
     """
     check_common_hyper("linear", init_cov=init_cov, dynamics_cov=dynamics_cov, forgetting=forgetting)
     if noise not in ("known", "nig"):
@@ -103,6 +117,10 @@ def linear(
                 raise ValueError(f"linear: {nm} must be > 0, got {v!r}")
     f = _dot_apply if apply_fn is None else apply_fn
     nig = noise == "nig"
+    if arms is not None:
+        check_arms(arms)
+        return linear_arms(f, likelihood, arms=arms, init_cov=init_cov, nig=nig, a0=a0, b0=b0,
+                           dynamics_cov=dynamics_cov, forgetting=forgetting, shared_noise=bool(shared_noise))
     cell = SpaceCell()
 
     def init(params) -> LinearState:

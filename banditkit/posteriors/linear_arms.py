@@ -1,0 +1,201 @@
+"""Per-arm ("disjoint") exact Bayesian linear regression: ``linear(..., arms=K)``.
+
+Seed 002 App. A.1 (and Riquelme et al.'s LinTS): "each arm is handled separately, using only the steps at which that
+arm was pulled" — arm ``k`` has its own weights ``θ_k`` and covariance ``Σ_k``.  For ``noise="nig"`` the noise
+variance is either one ``σ² ~ IG(a, b)`` shared by all arms (``shared_noise=True``: exactly the joint model of
+``linear(..., arms=None)``, computed blockwise) or one ``σ_k² ~ IG(a_k, b_k)`` per arm (``shared_noise=False``: the
+paper's and Riquelme et al.'s per-arm LinTS).
+
+Block structure.  Every parameter leaf of the model has last axis ``K`` (a ``K``-output ``Dense`` head: kernel
+``(D, K)``, bias ``(K,)``) and output ``k`` depends only on slice ``k`` of every leaf.  :func:`arm_blocks` maps the
+flat parameter vector (``ravel_pytree`` order) to ``K`` blocks ``θ_k (P_k,)``, ``P_k = P / K``.  Observed through the
+agent's one-hot selection ``f(θ, x)·e_a`` (:func:`banditkit.agents.bandit.selected_output`) the design row
+``H (1, P)`` is zero outside block ``a``, so the joint posterior of :func:`banditkit.posteriors.linear` stays
+block-diagonal for ever: only the ``K`` diagonal blocks are kept.
+
+State (:class:`LinearArmsState`): mean ``μ (P,)`` (flat, as ``linear``), square roots ``U (K, P_k, P_k)`` with
+``Σ_k = U_kᵀ U_k``, and ``a, b`` — ``(K,)`` per arm, ``()`` when shared (carried but unused for known noise).
+
+update(x, y), one observation (``C = 1``): ``ŷ = f(μ, x)``, ``H = ∂f/∂θ (1, P)`` → blocks ``H_k (1, P_k)``; the
+observed arm ``k* = argmax_k ‖H_k‖`` (the one nonzero block); then ``linear``'s update on block ``k*`` alone::
+
+    e = y − ŷ,  S = H_k Σ_k H_kᵀ + R,  μ_k ← μ_k + Σ_k H_kᵀ S⁻¹ e,  Σ_k ← (I − K H_k) Σ_k (I − K H_k)ᵀ + K R Kᵀ
+    nig (R = 1, Σ_k in units of σ_k²):  a_k ← a_k + ½,  b_k ← b_k + ½ e² / S   (a, b themselves when shared)
+
+  (square-root form, :func:`banditkit.linalg.sqrt_factor_update`), ``O(P_k²)`` against ``O(P²) = O(K² P_k²)`` for
+  the joint model.  An observation whose design row is zero in every block (all-zero features and no bias) says
+  nothing about any ``θ_k`` and changes nothing — with ``nig`` no ``σ_k²`` is updated either, as the backend cannot
+  tell which arm it came from.
+predict: per block, ``μ ← γ μ``, ``Σ_k ← γ² Σ_k + q I``.
+predictive(x): ``N(ŷ, H_k* Σ_k* H_k*ᵀ + R)``; with ``nig`` the Student-t moments of arm ``k*``:
+  ``E[σ_k*²] (H_k* Σ_k* H_k*ᵀ + 1)``, ``E[σ²] = b/(a−1)`` (``b/a`` while ``a ≤ 1``), as in ``linear``.
+sample: ``σ_k² ~ IG(a_k, b_k)`` independently per arm (one ``σ² ~ IG(a, b)`` for all arms when shared), then
+``θ_k = μ_k + σ_k U_kᵀ z_k``, ``z_k ~ N(0, I)``.
+
+With known noise, or ``nig`` with ``shared_noise=True``, the posterior equals ``linear(..., arms=None)``'s on the same
+model exactly (the joint covariance's off-diagonal blocks stay zero; its Thompson draws have the same distribution,
+from differently arranged normals).  Memory ``K P_k² = P² / K``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from banditkit import linalg
+from banditkit.likelihoods import Likelihood
+from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, linearize
+
+Array = jax.Array
+
+
+class LinearArmsState(NamedTuple):
+    mean: Array  # (P,) μ, flat in ravel_pytree order (arm k's entries: arm_blocks(params, K)[k])
+    chol: Array  # (K, P_k, P_k) square roots U_k, Σ_k = U_kᵀ U_k; in units of σ_k for noise="nig"
+    a: Array  # (K,) inverse-gamma shapes (nig)
+    b: Array  # (K,) inverse-gamma scales (nig); a and b are () when the noise variance is shared
+
+    @property
+    def cov(self) -> Array:
+        """The per-arm covariance blocks ``Σ_k = U_kᵀ U_k`` ``(K, P_k, P_k)`` (in units of σ_k² for ``nig``)."""
+        return jnp.einsum("kji,kjl->kil", self.chol, self.chol)
+
+
+def check_arms(arms) -> None:
+    """``ValueError`` unless ``arms`` is a positive int."""
+    if not isinstance(arms, int) or isinstance(arms, bool) or arms < 1:
+        raise ValueError(f"linear: arms must be a positive int (the number of arms) or None, got {arms!r}")
+
+
+def arm_blocks(params, arms: int) -> np.ndarray:
+    """``(K, P_k)`` flat indices (``ravel_pytree`` order) of each arm's parameters.
+
+    Every leaf must have last axis ``arms``; arm ``k`` owns slice ``[..., k]`` of every leaf.  Raises ``ValueError``
+    naming the first leaf that does not fit.
+    """
+    check_arms(arms)
+    leaves, _ = jax.tree_util.tree_flatten_with_path(params)
+    blocks, offset = [], 0
+    for path, leaf in leaves:
+        shape = tuple(np.shape(leaf))
+        if not shape or shape[-1] != arms:
+            raise ValueError(
+                f"linear(arms={arms}): parameter {jax.tree_util.keystr(path)} has shape {shape}, but every parameter "
+                f"must have last axis {arms} (one slice per arm, as in a {arms}-output Dense head: kernel (D, {arms}), "
+                f"bias ({arms},)); use arms=None for one joint regression over all parameters"
+            )
+        n = int(np.prod(shape))
+        blocks.append(offset + np.arange(n).reshape(-1, arms).T)  # (K, n / K): element (..., k) -> arm k
+        offset += n
+    if not blocks:
+        raise ValueError("linear(arms=...): the model has no parameters")
+    return np.concatenate(blocks, axis=1).astype(np.int32)
+
+
+def linear_arms(
+    f: ApplyFn,
+    likelihood: Likelihood,
+    *,
+    arms: int,
+    init_cov: float,
+    nig: bool,
+    a0: float,
+    b0: float,
+    dynamics_cov: float,
+    forgetting: float,
+    shared_noise: bool = True,
+) -> Posterior:
+    """The per-arm backend behind ``linear(..., arms=K)`` (arguments checked there; see the module docstring)."""
+    cell = SpaceCell()
+    index: list[np.ndarray] = []  # [arm_blocks(params, K)], set by init
+
+    def _blocks() -> np.ndarray:
+        cell.space  # noqa: B018 - raises the clear "call init first" error
+        return index[0]
+
+    def init(params) -> LinearArmsState:
+        mu = cell.set(params).ravel(params)
+        index[:] = [arm_blocks(params, arms)]
+        dt = mu.dtype
+        pk = index[0].shape[1]
+        u = jnp.sqrt(jnp.asarray(init_cov, dt)) * jnp.broadcast_to(jnp.eye(pk, dtype=dt), (arms, pk, pk))
+        ones = jnp.ones(() if shared_noise else (arms,), dt)
+        return LinearArmsState(mu, u, a0 * ones, b0 * ones)
+
+    def _design(state: LinearArmsState, x):
+        s = cell.space
+        dt = state.mean.dtype
+        yhat, h, r = (v.astype(dt) for v in linearize(lambda t: f(s.unravel(t), x), state.mean, likelihood))
+        if yhat.shape[0] != 1:
+            raise ValueError(
+                f"linear(arms={arms}) observes one arm at a time: the model must return one output per observation "
+                f"(the agent's selected-output model f(x)·e_a), got {yhat.shape[0]} outputs; use arms=None for a "
+                f"joint regression over several outputs"
+            )
+        idx = jnp.asarray(_blocks())
+        hb = h[0][idx]  # (K, P_k)
+        norms = jnp.sum(hb * hb, axis=1)
+        k = jnp.argmax(norms)
+        if nig:
+            r = jnp.ones((1, 1), dt)
+        return yhat, hb[k][None, :], r, k, idx[k], norms[k] > 0
+
+    def predict(state: LinearArmsState) -> LinearArmsState:
+        dt = state.mean.dtype
+        g = jnp.asarray(forgetting, dt)
+        u = g * state.chol
+        if not (isinstance(dynamics_cov, int | float) and dynamics_cov == 0):
+            u = jax.vmap(lambda v: linalg.add_isotropic_factor(v, jnp.asarray(dynamics_cov, dt)))(u)
+        return state._replace(mean=g * state.mean, chol=u)
+
+    def update(state: LinearArmsState, x, y) -> LinearArmsState:
+        mu, chol, a, b = state
+        y = as_obs(y, mu.dtype)
+        yhat, hk, r, k, ik, seen = _design(state, x)
+        if y.shape != yhat.shape:
+            raise ValueError(
+                f"linear.update: y has shape {y.shape} but the model predicts {yhat.shape}; pass y as (1,)"
+            )
+        u = jax.lax.dynamic_index_in_dim(chol, k, keepdims=False)  # (P_k, P_k)
+        bu = u @ hk.T  # (P_k, 1)
+        s = linalg.symmetrize(bu.T @ bu + r)
+        e = y - yhat
+        mu_k, u_k = linalg.sqrt_factor_update(mu[ik], u, bu, s, jnp.zeros_like(r), linalg.sqrt_psd(r), e)
+        mu = mu.at[ik].set(mu_k)
+        chol = jax.lax.dynamic_update_index_in_dim(chol, u_k, k, 0)
+        if nig:
+            w = seen.astype(mu.dtype)
+            da = 0.5 * w
+            db = 0.5 * w * e @ linalg.solve_spd_factor(linalg.chol_upper(s), e[:, None])[:, 0]
+            a, b = (a + da, b + db) if shared_noise else (a.at[k].add(da), b.at[k].add(db))
+        return LinearArmsState(mu, chol, a, b)
+
+    def predictive(state: LinearArmsState, x) -> tuple[Array, Array]:
+        yhat, hk, r, k, _, _ = _design(state, x)
+        bu = jax.lax.dynamic_index_in_dim(state.chol, k, keepdims=False) @ hk.T
+        cov = linalg.symmetrize(bu.T @ bu + r)
+        if nig:
+            ak, bk = (state.a, state.b) if shared_noise else (state.a[k], state.b[k])
+            cov = cov * jnp.where(ak > 1, bk / jnp.where(ak > 1, ak - 1, 1.0), bk / ak)
+        return yhat, cov
+
+    def sample(key: Array, state: LinearArmsState):
+        k_sig, k_z = jax.random.split(key)
+        dt = state.mean.dtype
+        z = jax.random.normal(k_z, state.chol.shape[:2], dt)  # (K, P_k)
+        draw = jnp.einsum("kji,kj->ki", state.chol, z)  # U_kᵀ z_k
+        if nig:
+            sig2 = state.b / jax.random.gamma(k_sig, state.a, dtype=dt)  # σ_k² ~ IG(a_k, b_k) (K,), or σ² ()
+            draw = jnp.sqrt(sig2)[..., None] * draw
+        flat = jnp.zeros_like(state.mean).at[jnp.asarray(_blocks())].set(draw)
+        return cell.space.unravel(state.mean + flat)
+
+    def mean(state: LinearArmsState):
+        return cell.space.unravel(state.mean)
+
+    hyper = dict(init_cov=init_cov, noise="nig" if nig else "known", a0=a0, b0=b0, dynamics_cov=dynamics_cov,
+                 forgetting=forgetting, arms=arms, shared_noise=shared_noise)
+    return Posterior(init, predict, update, predictive, sample, mean, name="linear", hyper=hyper)

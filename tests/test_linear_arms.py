@@ -1,0 +1,181 @@
+"""``linear(..., arms=K)``: one regression per arm of a K-output linear model (float64 exact oracles).
+
+Oracles: per arm, the closed-form Normal-Inverse-Gamma batch posterior over the rounds that pulled that arm (seed 002
+eqs. 17–20), with the design ``[1, x]`` written by hand; and the joint model ``linear(..., arms=None)``, whose
+covariance stays block-diagonal under one-arm observations, so the blockwise filter must reproduce it exactly
+(known noise, or a shared noise variance), with forgetting and drift too.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import banditkit as bk
+from banditkit.agents import make_agent
+from banditkit.agents.bandit import selected_output
+from banditkit.likelihoods import Gaussian
+from banditkit.models import MLP
+from banditkit.posteriors.linear_arms import arm_blocks
+
+K, D, T = 3, 4, 30
+A0, B0, V0 = 3.0, 2.0, 0.8
+
+
+def _setup(seed=0):
+    model = MLP(features=(), out=K)
+    rng = np.random.default_rng(seed)
+    params = model.init(jax.random.PRNGKey(0), jnp.zeros(D))
+    params = jax.tree_util.tree_map(lambda v: jnp.asarray(rng.normal(size=v.shape)), params)
+    xs = rng.normal(size=(T, D))
+    acts = rng.integers(0, K, T)
+    ys = rng.normal(size=(T, 1)) + acts[:, None]
+    return model, params, xs, acts, ys
+
+
+def _run(post, params, xs, acts, ys, predict=True):
+    """Filter the rounds (update, then the time update); returns the final state."""
+
+    def step(s, xay):
+        x, a, y = xay
+        s = post.update(s, (x, jax.nn.one_hot(a, K, dtype=x.dtype)), y)
+        return (post.predict(s) if predict else s), None
+
+    return jax.jit(lambda p: jax.lax.scan(step, post.init(p), (xs, acts, ys))[0])(params)
+
+
+def test_arm_blocks_maps_each_arm_to_its_slice_of_every_leaf():
+    params = {"b": np.zeros(3), "w": np.zeros((2, 3))}  # ravel order: b (3,), then w row-major (2, 3)
+    np.testing.assert_array_equal(arm_blocks(params, 3), [[0, 3, 6], [1, 4, 7], [2, 5, 8]])
+
+
+def test_per_arm_noise_equals_closed_form_per_arm_nig(x64):
+    model, params, xs, acts, ys = _setup()
+    post = bk.posteriors.linear(selected_output(model.apply), init_cov=V0, noise="nig", a0=A0, b0=B0, arms=K,
+                                shared_noise=False)
+    state = _run(post, params, xs, acts, ys)
+    idx = arm_blocks(params, K)
+    theta0 = np.asarray(jax.flatten_util.ravel_pytree(params)[0])
+    x_star = np.random.default_rng(9).normal(size=D)
+    for k in range(K):
+        sel = acts == k
+        x_mat = np.c_[np.ones(sel.sum()), xs[sel]]  # arm k's parameters: [bias_k, kernel[:, k]]
+        y = ys[sel, 0]
+        t0, s0_inv = theta0[idx[k]], np.eye(D + 1) / V0
+        sig_n = np.linalg.inv(s0_inv + x_mat.T @ x_mat)
+        mu_n = sig_n @ (s0_inv @ t0 + x_mat.T @ y)
+        a_n = A0 + sel.sum() / 2
+        b_n = B0 + 0.5 * (y @ y + t0 @ s0_inv @ t0 - mu_n @ np.linalg.inv(sig_n) @ mu_n)
+        np.testing.assert_allclose(np.asarray(state.mean)[idx[k]], mu_n, atol=1e-10)
+        np.testing.assert_allclose(state.cov[k], sig_n, atol=1e-10)
+        np.testing.assert_allclose(state.a[k], a_n, atol=1e-12)
+        np.testing.assert_allclose(state.b[k], b_n, rtol=1e-10)
+        m, c = post.predictive(state, (x_star, jax.nn.one_hot(k, K, dtype=x_star.dtype)))
+        h = np.r_[1.0, x_star]
+        np.testing.assert_allclose(m, [h @ mu_n], atol=1e-10)
+        np.testing.assert_allclose(c, [[b_n / (a_n - 1) * (h @ sig_n @ h + 1.0)]], rtol=1e-10)
+    # the arms really have their own noise variances (the data's spread differs by arm only through chance here)
+    assert len(set(np.round(np.asarray(state.b), 6))) == K
+
+
+@pytest.mark.parametrize("noise", ["known", "nig"])
+@pytest.mark.parametrize("q,g", [(0.0, 1.0), (0.05, 0.9)])
+def test_blocks_equal_the_joint_model(x64, noise, q, g):
+    """Known noise or a shared σ²: the blockwise filter is the joint filter, computed K blocks at a time."""
+    model, params, xs, acts, ys = _setup(1)
+    f = selected_output(model.apply)
+    kw = dict(init_cov=V0, noise=noise, a0=A0, b0=B0, dynamics_cov=q, forgetting=g)
+    blocks = bk.posteriors.linear(f, Gaussian(0.3), arms=K, **kw)
+    joint = bk.posteriors.linear(f, Gaussian(0.3), **kw)
+    sb, sj = _run(blocks, params, xs, acts, ys), _run(joint, params, xs, acts, ys)
+    idx = arm_blocks(params, K)
+    np.testing.assert_allclose(sb.mean, sj.mean, atol=1e-10)
+    cj = np.asarray(sj.cov)
+    for k in range(K):
+        np.testing.assert_allclose(sb.cov[k], cj[np.ix_(idx[k], idx[k])], atol=1e-10)
+        others = np.setdiff1d(np.arange(cj.shape[0]), idx[k])
+        assert np.abs(cj[np.ix_(idx[k], others)]).max() < 1e-12  # why the blocks suffice
+    np.testing.assert_allclose([sb.a, sb.b], [sj.a, sj.b], rtol=1e-10)
+    x_star = np.random.default_rng(2).normal(size=D)
+    for k in range(K):
+        obs = (x_star, jax.nn.one_hot(k, K, dtype=x_star.dtype))
+        for u, v in zip(blocks.predictive(sb, obs), joint.predictive(sj, obs), strict=True):
+            np.testing.assert_allclose(u, v, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_thompson_draws_have_the_posterior_covariance(x64, shared):
+    model, params, xs, acts, ys = _setup(3)
+    post = bk.posteriors.linear(selected_output(model.apply), init_cov=V0, noise="nig", a0=A0, b0=B0, arms=K,
+                                shared_noise=shared)
+    state = _run(post, params, xs, acts, ys)
+    keys = jax.random.split(jax.random.PRNGKey(0), 40000)
+    draws = np.asarray(jax.jit(jax.vmap(lambda k: jax.flatten_util.ravel_pytree(post.sample(k, state))[0]))(keys))
+    idx = arm_blocks(params, K)
+    emp = np.cov(draws.T)
+    for k in range(K):
+        a, b = (state.a, state.b) if shared else (state.a[k], state.b[k])
+        want = float(b / (a - 1)) * np.asarray(state.cov[k])
+        np.testing.assert_allclose(draws[:, idx[k]].mean(0), np.asarray(state.mean)[idx[k]],
+                                   atol=0.03 * np.sqrt(np.diag(want)).max())
+        np.testing.assert_allclose(emp[np.ix_(idx[k], idx[k])], want, atol=0.05 * np.abs(want).max())
+        cross = emp[np.ix_(idx[k], np.setdiff1d(np.arange(emp.shape[0]), idx[k]))]
+        assert np.abs(cross).max() < 0.05 * np.abs(want).max()  # independent given σ² (uncorrelated either way)
+
+
+def test_an_observation_with_a_zero_design_changes_nothing(x64):
+    post = bk.posteriors.linear(lambda w, x: jnp.sum(x[0] @ w * x[1], keepdims=True), noise="nig", arms=K,
+                                shared_noise=False)
+    state = post.init(jnp.ones((D, K)))
+    new = post.update(state, (jnp.zeros(D), jax.nn.one_hot(1, K)), jnp.array([5.0]))
+    for u, v in zip(jax.tree_util.tree_leaves(new), jax.tree_util.tree_leaves(state), strict=True):
+        np.testing.assert_array_equal(u, v)
+    new = post.update(state, (jnp.ones(D), jax.nn.one_hot(1, K)), jnp.array([5.0]))
+    np.testing.assert_array_equal(new.a, [6.0, 6.5, 6.0])  # only the pulled arm's noise variance learns
+
+
+def test_bad_arms_input_is_explained():
+    f = selected_output(MLP(features=(), out=K).apply)
+    for bad in (0, -2, 1.5, True, "3"):
+        with pytest.raises(ValueError, match="arms must be a positive int"):
+            bk.posteriors.linear(f, arms=bad)
+    hidden = MLP(features=(5,), out=K)
+    post = bk.posteriors.linear(selected_output(hidden.apply), arms=K)
+    with pytest.raises(ValueError, match=r"dense_0.*last axis 3.*arms=None"):
+        post.init(hidden.init(jax.random.PRNGKey(0), jnp.zeros(D)))
+    full = MLP(features=(), out=K)
+    post = bk.posteriors.linear(full.apply, arms=K)  # all K outputs at once: not one arm per observation
+    state = post.init(full.init(jax.random.PRNGKey(0), jnp.zeros(D)))
+    with pytest.raises(ValueError, match="one arm at a time"):
+        post.update(state, jnp.ones(D), jnp.ones(K))
+
+
+def _env(k=K):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(unwrapped=SimpleNamespace(num_actions=k, per_arm_features=False, default_model="mlp",
+                                                     task="bandit", reward_scale=1.0))
+
+
+def test_make_agent_linear_is_per_arm_and_matches_the_joint_agent():
+    """The default linear agent keeps K blocks (shared σ²); its belief equals the joint agent's round for round."""
+    blocks = make_agent("linear-thompson", _env())
+    joint = make_agent("linear-thompson", _env(), posterior_kwargs=dict(arms=None))
+    assert blocks.posterior.hyper["arms"] == K and blocks.posterior.hyper["shared_noise"]
+    assert "arms" not in joint.posterior.hyper
+    assert make_agent("linear-thompson", _env(), model=MLP(features=(4,), out=K)).posterior.hyper.get("arms") is None
+    rng = np.random.default_rng(5)
+    ctx = jnp.asarray(rng.normal(size=(12, D)))
+    sb, sj = blocks.init(jax.random.PRNGKey(0), ctx[0]), joint.init(jax.random.PRNGKey(0), ctx[0])
+    for t in range(12):
+        a = jnp.int32(t % K)
+        r = float(rng.normal())
+        sb, sj = blocks.observe(sb, ctx[t], a, r), joint.observe(sj, ctx[t], a, r)
+    # the agent's weights are float32 (Flax's init), so agreement to float32 rounding
+    assert sb.posterior.mean.dtype == jnp.float32
+    np.testing.assert_allclose(sb.posterior.mean, sj.posterior.mean, atol=2e-5)
+    np.testing.assert_allclose([sb.posterior.a, sb.posterior.b], [sj.posterior.a, sj.posterior.b], rtol=2e-5)
+    action, _ = blocks.act(jax.random.PRNGKey(1), sb, ctx[0])
+    assert 0 <= int(action) < K
