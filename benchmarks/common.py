@@ -628,10 +628,12 @@ def seed002_agents(*, num_actions: int, warmup_per_arm: int, dim: int = 470, sgd
         # neural_linear_lim costs (the full-buffer version is ~100x dearer: ~7,000 s per seed for LeNet5 on CPU).
         "neural_linear_unlim_mb": _agent("neural_linear-thompson", dict(nl, buffer_size=nl_buffers[1],
                                                                         batch_size=nl_buffers[0]), **m),
-        # one joint regression over the K-output linear model, one σ² shared by all arms (the rows made before
-        # 2026-11-26); linear_per_arm: the paper's per-arm Lin-TS, each arm its own Σ_k and σ_k² (make_agent's default)
-        "linear": _agent("linear-thompson", dict(init_cov=4.0, noise="nig", a0=6.0, b0=6.0, arms=None)),
-        "linear_per_arm": _agent("linear-thompson", dict(init_cov=4.0, noise="nig", a0=6.0, b0=6.0)),
+        # make_agent's linear agent: one (μ_k, Σ_k) per arm, one σ² shared by all arms — the joint NIG posterior
+        # computed K blocks at a time (rows before 2026-11-26 ran the joint (P, P) computation, same posterior);
+        # linear_per_arm: the paper's per-arm Lin-TS (seed 002 A.1, Riquelme et al.), each arm its own σ_k² too
+        "linear": _agent("linear-thompson", dict(init_cov=4.0, noise="nig", a0=6.0, b0=6.0)),
+        "linear_per_arm": _agent("linear-thompson", dict(init_cov=4.0, noise="nig", a0=6.0, b0=6.0,
+                                                         shared_noise=False)),
         "diag_ekf": _agent("diag_ekf-thompson", dict(init_cov=1e-3), **m),
     }
     # A bandit-protocol variant (reads no labels), opt-in so the default run stays the reference's: the warm-up SGD's
