@@ -79,15 +79,17 @@ def write(df: pd.DataFrame, args, out: str) -> None:
     g = df.groupby(["agent", "seed"])
     per_seed = g.agg(total_reward=("total_reward", "first"), e_sigma2_min=("e_sigma2", "min"),
                      e_sigma2_max=("e_sigma2", "max"), prior_share_max=("prior_share", "max"),
-                     hit_min=("reward_when_pulled", "min"), hit_max=("reward_when_pulled", "max")).reset_index()
+                     hit_min=("reward_when_pulled", "min"), hit_max=("reward_when_pulled", "max"),
+                     pulls_min=("pulls", "min"), pulls_max=("pulls", "max")).reset_index()
     lines = [f"# The linear agent's noise variance, shared vs per arm ({args.env})", "",
-             f"`{common.command_line()}`", "", f"Machine: {common.machine()}; {common.blas_note()}", "",
+             f"`{common.command_line()}`", "", f"Machine: {common.machine()}", "",
              __doc__.split("\n\n")[1].replace("\n", " "), "",
              "| agent | seed | total reward | E[σ²] (min–max over arms) | prior's share of E[σ²] (max) | "
-             "reward rate when pulled (min–max over arms) |", "|---|---:|---:|---|---:|---|"]
+             "reward rate when pulled (min–max over arms) | pulls (min–max over arms) |",
+             "|---|---:|---:|---|---:|---|---|"]
     for r in per_seed.itertuples():
         lines.append(f"| {r.agent} | {r.seed} | {r.total_reward:.0f} | {r.e_sigma2_min:.4f}–{r.e_sigma2_max:.4f} | "
-                     f"{r.prior_share_max:.2f} | {r.hit_min:.2f}–{r.hit_max:.2f} |")
+                     f"{r.prior_share_max:.2f} | {r.hit_min:.2f}–{r.hit_max:.2f} | {r.pulls_min}–{r.pulls_max} |")
     with open(os.path.join(out, f"{args.tag}.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
 
