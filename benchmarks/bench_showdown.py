@@ -112,6 +112,10 @@ def write_overview(out: str) -> None:
               "held a context with |x| = 56 and sgd(0.05, momentum 0.9), the reference's setting, blew up within 8 "
               "steps); since commit 133e006 a retraining that comes out non-finite is discarded (the previous body "
               "kept), and the 10-seed runs have no flagged seed.",
+              "- `linear`: make_agent's linear agent, one mean and covariance per arm and one noise variance shared "
+              "by all arms (since 2026-11-26; the same posterior as the joint computation of the earlier rows, "
+              "20-45× faster here); `linear_per_arm`: the paper's per-arm Lin-TS, each arm its own noise variance "
+              "too (diag_linear_noise_shuttle.md: the rarely pulled arms keep the prior's scale).",
               "- A row marked NaN/inf: the runner's health check saw that agent's state go non-finite; after that "
               "its actions are argmax(NaN) = arm 0, so its reward is not a result."]
     with open(os.path.join(out, "showdown.md"), "w") as fh:
