@@ -15,10 +15,11 @@ The reward model comes from ``env.unwrapped.default_model``:
 ``"bo_mlp"``            ``MLP(features=(180, 180, 180), out=1)`` (BO surrogate)
 ======================  ===========================================================================
 
-The ``linear`` posterior gets a linear model instead (``MLP(features=(), out=K)``: LinTS / LinUCB), with one
-independent regression per arm (``arms=K``: its own covariance and, under ``noise="nig"``, its own noise variance, as
-in seed 002 App. A.1 and Riquelme et al.); ``posterior_kwargs=dict(arms=None)`` gives one joint regression with a
-shared noise variance instead.
+On the default multi-output model, ``linear`` and ``hilofi`` keep the head's covariance as ``K`` per-arm blocks
+(``arms=K``: the same posterior as one dense block, each update touching one arm's block);
+``posterior_kwargs=dict(arms=None)`` keeps one dense block.  The ``linear`` posterior gets a linear model instead
+(``MLP(features=(), out=K)``: LinTS / LinUCB); its arms share one noise variance under ``noise="nig"``
+(``shared_noise=False``: one per arm, as in seed 002 App. A.1 and Riquelme et al.).
 Backend hyper-parameters default to :data:`DEFAULT_HYPER` (small ranks that run on a laptop); pass
 ``posterior_kwargs=`` / ``policy_kwargs=`` / ``model=`` to override.
 """
@@ -52,6 +53,9 @@ DEFAULT_POLICY_HYPER: dict[str, dict] = {
     "ucb": dict(beta=1.0),
 }
 POINT_ESTIMATE_POLICIES = ("epsilon_greedy", "greedy")
+# Backends whose head covariance make_agent keeps as K per-arm blocks (``arms=K``) on the default multi-output model:
+# the same posterior as one dense block, at O(P_k²) per update instead of O(K² P_k²) (banditkit.posteriors.arms)
+ARM_BLOCK_BACKENDS = ("linear", "hilofi")
 
 
 def _norm(name: str) -> str:
@@ -178,9 +182,10 @@ def make_agent(
     default, per_arm = default_model(u, post_name)
     factory = backends()[post_name]
     hyper = _filtered(factory, DEFAULT_HYPER.get(post_name, {}))
-    if post_name == "linear" and model is None and not per_arm:
-        hyper["arms"] = int(u.num_actions)  # per-arm LinTS on the default K-output linear model (seed 002 A.1)
     hyper.update(posterior_kwargs or {})
+    if (post_name in ARM_BLOCK_BACKENDS and model is None and not per_arm and "arms" not in (posterior_kwargs or {})
+            and hyper.get("rank_last") is None):
+        hyper["arms"] = int(u.num_actions)  # the default K-output head's covariance kept as K per-arm blocks
     if pol_name == "thompson_predictive":
         policy = _rules.thompson(variant="predictive")
     else:

@@ -50,8 +50,9 @@ import jax.numpy as jnp
 
 from banditkit import linalg
 from banditkit.likelihoods import Gaussian, Likelihood
+from banditkit.posteriors.arms import check_arms
 from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, check_common_hyper, linearize
-from banditkit.posteriors.linear_arms import check_arms, linear_arms
+from banditkit.posteriors.linear_arms import linear_arms
 
 Array = jax.Array
 
@@ -118,7 +119,7 @@ def linear(
     f = _dot_apply if apply_fn is None else apply_fn
     nig = noise == "nig"
     if arms is not None:
-        check_arms(arms)
+        check_arms(arms, "linear")
         return linear_arms(f, likelihood, arms=arms, init_cov=init_cov, nig=nig, a0=a0, b0=b0,
                            dynamics_cov=dynamics_cov, forgetting=forgetting, shared_noise=bool(shared_noise))
     cell = SpaceCell()

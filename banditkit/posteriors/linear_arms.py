@@ -6,9 +6,10 @@ variance is either one ``σ² ~ IG(a, b)`` shared by all arms (``shared_noise=Tr
 ``linear(..., arms=None)``, computed blockwise) or one ``σ_k² ~ IG(a_k, b_k)`` per arm (``shared_noise=False``: the
 paper's and Riquelme et al.'s per-arm LinTS).
 
-Block structure.  Every parameter leaf of the model has last axis ``K`` (a ``K``-output ``Dense`` head: kernel
-``(D, K)``, bias ``(K,)``) and output ``k`` depends only on slice ``k`` of every leaf.  :func:`arm_blocks` maps the
-flat parameter vector (``ravel_pytree`` order) to ``K`` blocks ``θ_k (P_k,)``, ``P_k = P / K``.  Observed through the
+Block structure (:mod:`banditkit.posteriors.arms`).  Every parameter leaf of the model has last axis ``K`` (a
+``K``-output ``Dense`` head: kernel ``(D, K)``, bias ``(K,)``) and output ``k`` depends only on slice ``k`` of every
+leaf; ``arm_blocks`` maps the flat parameter vector (``ravel_pytree`` order) to ``K`` blocks ``θ_k (P_k,)``,
+``P_k = P / K``.  Observed through the
 agent's one-hot selection ``f(θ, x)·e_a`` (:func:`banditkit.agents.bandit.selected_output`) the design row
 ``H (1, P)`` is zero outside block ``a``, so the joint posterior of :func:`banditkit.posteriors.linear` stays
 block-diagonal for ever: only the ``K`` diagonal blocks are kept.
@@ -47,6 +48,7 @@ import numpy as np
 
 from banditkit import linalg
 from banditkit.likelihoods import Likelihood
+from banditkit.posteriors.arms import arm_blocks, observed_block, sample_blocks, scatter_blocks
 from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, linearize
 
 Array = jax.Array
@@ -62,37 +64,6 @@ class LinearArmsState(NamedTuple):
     def cov(self) -> Array:
         """The per-arm covariance blocks ``Σ_k = U_kᵀ U_k`` ``(K, P_k, P_k)`` (in units of σ_k² for ``nig``)."""
         return jnp.einsum("kji,kjl->kil", self.chol, self.chol)
-
-
-def check_arms(arms) -> None:
-    """``ValueError`` unless ``arms`` is a positive int."""
-    if not isinstance(arms, int) or isinstance(arms, bool) or arms < 1:
-        raise ValueError(f"linear: arms must be a positive int (the number of arms) or None, got {arms!r}")
-
-
-def arm_blocks(params, arms: int) -> np.ndarray:
-    """``(K, P_k)`` flat indices (``ravel_pytree`` order) of each arm's parameters.
-
-    Every leaf must have last axis ``arms``; arm ``k`` owns slice ``[..., k]`` of every leaf.  Raises ``ValueError``
-    naming the first leaf that does not fit.
-    """
-    check_arms(arms)
-    leaves, _ = jax.tree_util.tree_flatten_with_path(params)
-    blocks, offset = [], 0
-    for path, leaf in leaves:
-        shape = tuple(np.shape(leaf))
-        if not shape or shape[-1] != arms:
-            raise ValueError(
-                f"linear(arms={arms}): parameter {jax.tree_util.keystr(path)} has shape {shape}, but every parameter "
-                f"must have last axis {arms} (one slice per arm, as in a {arms}-output Dense head: kernel (D, {arms}), "
-                f"bias ({arms},)); use arms=None for one joint regression over all parameters"
-            )
-        n = int(np.prod(shape))
-        blocks.append(offset + np.arange(n).reshape(-1, arms).T)  # (K, n / K): element (..., k) -> arm k
-        offset += n
-    if not blocks:
-        raise ValueError("linear(arms=...): the model has no parameters")
-    return np.concatenate(blocks, axis=1).astype(np.int32)
 
 
 def linear_arms(
@@ -118,7 +89,7 @@ def linear_arms(
 
     def init(params) -> LinearArmsState:
         mu = cell.set(params).ravel(params)
-        index[:] = [arm_blocks(params, arms)]
+        index[:] = [arm_blocks(params, arms, who="linear")]
         dt = mu.dtype
         pk = index[0].shape[1]
         u = jnp.sqrt(jnp.asarray(init_cov, dt)) * jnp.broadcast_to(jnp.eye(pk, dtype=dt), (arms, pk, pk))
@@ -135,13 +106,10 @@ def linear_arms(
                 f"(the agent's selected-output model f(x)·e_a), got {yhat.shape[0]} outputs; use arms=None for a "
                 f"joint regression over several outputs"
             )
-        idx = jnp.asarray(_blocks())
-        hb = h[0][idx]  # (K, P_k)
-        norms = jnp.sum(hb * hb, axis=1)
-        k = jnp.argmax(norms)
+        k, hk, ik, seen = observed_block(h[0], _blocks())
         if nig:
             r = jnp.ones((1, 1), dt)
-        return yhat, hb[k][None, :], r, k, idx[k], norms[k] > 0
+        return yhat, hk[None, :], r, k, ik, seen
 
     def predict(state: LinearArmsState) -> LinearArmsState:
         dt = state.mean.dtype
@@ -185,13 +153,11 @@ def linear_arms(
     def sample(key: Array, state: LinearArmsState):
         k_sig, k_z = jax.random.split(key)
         dt = state.mean.dtype
-        z = jax.random.normal(k_z, state.chol.shape[:2], dt)  # (K, P_k)
-        draw = jnp.einsum("kji,kj->ki", state.chol, z)  # U_kᵀ z_k
+        draw = sample_blocks(k_z, state.chol)  # U_kᵀ z_k (K, P_k)
         if nig:
             sig2 = state.b / jax.random.gamma(k_sig, state.a, dtype=dt)  # σ_k² ~ IG(a_k, b_k) (K,), or σ² ()
             draw = jnp.sqrt(sig2)[..., None] * draw
-        flat = jnp.zeros_like(state.mean).at[jnp.asarray(_blocks())].set(draw)
-        return cell.space.unravel(state.mean + flat)
+        return cell.space.unravel(state.mean + scatter_blocks(draw, _blocks(), state.mean.size))
 
     def mean(state: LinearArmsState):
         return cell.space.unravel(state.mean)

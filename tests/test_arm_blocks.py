@@ -1,12 +1,14 @@
-"""``linear(..., arms=K)``: one regression per arm of a K-output linear model (float64 exact oracles).
+"""``arms=K``: a K-output head's covariance kept as K per-arm blocks (``linear``, ``hilofi``; float64 exact oracles).
 
 Oracles: per arm, the closed-form Normal-Inverse-Gamma batch posterior over the rounds that pulled that arm (seed 002
-eqs. 17–20), with the design ``[1, x]`` written by hand; and the joint model ``linear(..., arms=None)``, whose
+eqs. 17–20), with the design ``[1, x]`` written by hand; and the same backend with ``arms=None``, whose head
 covariance stays block-diagonal under one-arm observations, so the blockwise filter must reproduce it exactly
-(known noise, or a shared noise variance), with forgetting and drift too.
+(known noise, or a shared noise variance; HiLoFi's square-root and dense last layer), with forgetting and drift too.
 """
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import jax
 import jax.numpy as jnp
@@ -18,7 +20,7 @@ from banditkit.agents import make_agent
 from banditkit.agents.bandit import selected_output
 from banditkit.likelihoods import Gaussian
 from banditkit.models import MLP
-from banditkit.posteriors.linear_arms import arm_blocks
+from banditkit.posteriors.arms import arm_blocks
 
 K, D, T = 3, 4, 30
 A0, B0, V0 = 3.0, 2.0, 0.8
@@ -153,8 +155,6 @@ def test_bad_arms_input_is_explained():
 
 
 def _env(k=K):
-    from types import SimpleNamespace
-
     return SimpleNamespace(unwrapped=SimpleNamespace(num_actions=k, per_arm_features=False, default_model="mlp",
                                                      task="bandit", reward_scale=1.0))
 
@@ -178,4 +178,95 @@ def test_make_agent_linear_is_per_arm_and_matches_the_joint_agent():
     np.testing.assert_allclose(sb.posterior.mean, sj.posterior.mean, atol=2e-5)
     np.testing.assert_allclose([sb.posterior.a, sb.posterior.b], [sj.posterior.a, sj.posterior.b], rtol=2e-5)
     action, _ = blocks.act(jax.random.PRNGKey(1), sb, ctx[0])
+    assert 0 <= int(action) < K
+
+
+HILOFI_CONFIGS = [dict(), dict(dynamics_cov_last=0.01), dict(dynamics_cov=0.01, forgetting=0.95),
+                  dict(dynamics_cov_last=0.01, last_cov="sqrt")]
+
+
+def _hilofi_setup():
+    model = MLP(features=(6,), out=K)
+    params = model.init(jax.random.PRNGKey(0), jnp.zeros(D))
+    params = jax.tree_util.tree_map(lambda v: jnp.asarray(np.asarray(v, np.float64)), params)  # float64 under x64
+    space = bk.posteriors.base.ParamSpace(params, "head")
+    return model, params, arm_blocks(params, K, keep=space.is_last)
+
+
+def _last_cov(post, state):
+    """``Σ_ℓ`` (dense) or its blocks ``(K, P_k, P_k)``, whichever form ``state.cov_last`` holds."""
+    c = np.asarray(state.cov_last)
+    if post.hyper["last_cov"] == "dense":
+        return c
+    return np.einsum("...ji,...jl->...il", c, c)
+
+
+@pytest.mark.parametrize("kw", HILOFI_CONFIGS, ids=["sqrt", "dense", "dense-drift-forget", "sqrt-drift"])
+def test_hilofi_arm_blocks_equal_one_dense_last_layer(x64, kw):
+    model, params, idx = _hilofi_setup()
+    _, _, xs, acts, ys = _setup(4)
+    f = selected_output(model.apply)
+    blocks = bk.posteriors.hilofi(f, Gaussian(0.3), rank=3, arms=K, **kw)
+    joint = bk.posteriors.hilofi(f, Gaussian(0.3), rank=3, **kw)
+    sb, sj = _run(blocks, params, xs, acts, ys), _run(joint, params, xs, acts, ys)
+    assert sb.cov_last.shape == (K, idx.shape[1], idx.shape[1])
+    for u, v in [(sb.mean_hidden, sj.mean_hidden), (sb.mean_last, sj.mean_last), (sb.cov_hidden, sj.cov_hidden)]:
+        np.testing.assert_allclose(u, v, atol=1e-10)
+    cb, cj = _last_cov(blocks, sb), _last_cov(joint, sj)
+    for k in range(K):
+        np.testing.assert_allclose(cb[k], cj[np.ix_(idx[k], idx[k])], atol=1e-10)
+        others = np.setdiff1d(np.arange(cj.shape[0]), idx[k])
+        assert np.abs(cj[np.ix_(idx[k], others)]).max() < 1e-12
+    x_star = np.random.default_rng(2).normal(size=D)
+    for k in range(K):
+        obs = (x_star, jax.nn.one_hot(k, K, dtype=x_star.dtype))
+        for u, v in zip(blocks.predictive(sb, obs), joint.predictive(sj, obs), strict=True):
+            np.testing.assert_allclose(u, v, rtol=1e-9, atol=1e-12)
+
+
+def test_hilofi_arm_block_draws_have_the_block_covariance(x64):
+    model, params, idx = _hilofi_setup()
+    _, _, xs, acts, ys = _setup(5)
+    post = bk.posteriors.hilofi(selected_output(model.apply), Gaussian(0.3), rank=3, arms=K, dynamics_cov_last=0.01)
+    state = _run(post, params, xs, acts, ys)
+    keys = jax.random.split(jax.random.PRNGKey(0), 40000)
+    draws = jax.jit(jax.vmap(lambda k: bk.posteriors.base.ParamSpace(params, "head").split(post.sample(k, state))[1]))
+    ell = np.asarray(draws(keys))
+    emp, cov = np.cov(ell.T), _last_cov(post, state)
+    for k in range(K):
+        np.testing.assert_allclose(ell[:, idx[k]].mean(0), np.asarray(state.mean_last)[idx[k]],
+                                   atol=0.03 * np.sqrt(np.diag(cov[k])).max())
+        np.testing.assert_allclose(emp[np.ix_(idx[k], idx[k])], cov[k], atol=0.05 * np.abs(cov[k]).max())
+        cross = emp[np.ix_(idx[k], np.setdiff1d(np.arange(emp.shape[0]), idx[k]))]
+        assert np.abs(cross).max() < 0.05 * np.abs(cov[k]).max()
+
+
+def test_hilofi_bad_arms_input_is_explained():
+    model, params, _ = _hilofi_setup()
+    f = selected_output(model.apply)
+    with pytest.raises(ValueError, match="arms must be a positive int"):
+        bk.posteriors.hilofi(f, arms=0)
+    with pytest.raises(ValueError, match="LoLoFi"):
+        bk.posteriors.lolofi(f, arms=K)
+    with pytest.raises(ValueError, match=r"head.*last axis 5"):
+        bk.posteriors.hilofi(f, arms=5).init(params)
+    post = bk.posteriors.hilofi(model.apply, arms=K)  # all K outputs per observation
+    state = post.init(params)
+    with pytest.raises(ValueError, match="one arm at a time"):
+        post.update(state, jnp.ones(D), jnp.ones(K))
+
+
+def test_make_agent_hilofi_keeps_arm_blocks_on_the_default_head():
+    agent = make_agent("hilofi-thompson", _env())
+    assert agent.posterior.hyper["arms"] == K
+    assert "arms" not in make_agent("hilofi-thompson", _env(), posterior_kwargs=dict(arms=None)).posterior.hyper
+    assert "arms" not in make_agent("hilofi-thompson", _env(), posterior_kwargs=dict(rank_last=2)).posterior.hyper
+    assert "arms" not in make_agent("lolofi-thompson", _env()).posterior.hyper
+    assert "arms" not in make_agent("hilofi-thompson", _env(), model=MLP(features=(4,), out=K)).posterior.hyper
+    per_arm = SimpleNamespace(unwrapped=SimpleNamespace(num_actions=K, per_arm_features=True, default_model="mlp",
+                                                        task="bandit", reward_scale=1.0))
+    assert "arms" not in make_agent("hilofi-thompson", per_arm).posterior.hyper
+    state = agent.init(jax.random.PRNGKey(0), jnp.ones(D))
+    state = agent.observe(state, jnp.ones(D), 1, 0.5)
+    action, _ = agent.act(jax.random.PRNGKey(1), state, jnp.ones(D))
     assert 0 <= int(action) < K
