@@ -69,3 +69,29 @@ def test_time_capped_agent_keeps_the_nonfinite_flag():
     t = res.timing["diverges"]
     assert t["truncated"] and t["steps"] < 40
     assert set(t["nonfinite"]) == {0, 1}
+
+
+def test_bench_arm_blocks_writes_the_paired_table(tmp_path):
+    from benchmarks import bench_arm_blocks
+
+    bench_arm_blocks.main(["--envs", "mushroom", "--agents", "linear", "--steps", "4", "--seeds", "2", "--reps", "1",
+                           "--out", str(tmp_path)])
+    rows = (tmp_path / "arm_blocks.csv").read_text().splitlines()
+    assert rows[0].startswith("env,agent,layout") and len(rows) == 3  # one dense and one blocks run
+    table = (tmp_path / "arm_blocks.md").read_text()
+    assert "| mushroom | linear | 4 × 2 |" in table
+    with pytest.raises(SystemExit):
+        bench_arm_blocks.main(["--envs", "nowhere", "--out", str(tmp_path)])
+
+
+def test_diag_linear_noise_reports_one_row_per_arm(tmp_path):
+    from benchmarks import diag_linear_noise
+
+    diag_linear_noise.main(["--env", "mushroom", "--steps", "6", "--seeds", "1", "--out", str(tmp_path)])
+    import pandas as pd
+
+    df = pd.read_csv(tmp_path / "diag_linear_noise_mushroom.csv")
+    assert sorted(df.agent.unique()) == ["linear", "linear_per_arm"] and len(df) == 4  # 2 agents × 2 arms
+    shared = df[df.agent == "linear"]
+    assert shared.e_sigma2.nunique() == 1  # one σ² for every arm
+    assert (df.pulls.groupby(df.agent).sum() == 6).all()
