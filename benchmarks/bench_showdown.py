@@ -116,6 +116,8 @@ def write_overview(out: str) -> None:
               "by all arms (since 2026-11-26; the same posterior as the joint computation of the earlier rows, "
               "20-45× faster here); `linear_per_arm`: the paper's per-arm Lin-TS, each arm its own noise variance "
               "too (diag_linear_noise_shuttle.md: the rarely pulled arms keep the prior's scale).",
+              "- `hilofi_ts` / `hilofi_ts_qlast0`: since 2026-11-26 make_agent keeps HiLoFi's last-layer covariance as "
+              "one block per arm (the same posterior as one dense block; paired run times in arm_blocks.md).",
               "- A row marked NaN/inf: the runner's health check saw that agent's state go non-finite; after that "
               "its actions are argmax(NaN) = arm 0, so its reward is not a result."]
     with open(os.path.join(out, "showdown.md"), "w") as fh:
