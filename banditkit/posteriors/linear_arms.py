@@ -9,10 +9,10 @@ paper's and Riquelme et al.'s per-arm LinTS).
 Block structure (:mod:`banditkit.posteriors.arms`).  Every parameter leaf of the model has last axis ``K`` (a
 ``K``-output ``Dense`` head: kernel ``(D, K)``, bias ``(K,)``) and output ``k`` depends only on slice ``k`` of every
 leaf; ``arm_blocks`` maps the flat parameter vector (``ravel_pytree`` order) to ``K`` blocks ``θ_k (P_k,)``,
-``P_k = P / K``.  Observed through the
-agent's one-hot selection ``f(θ, x)·e_a`` (:func:`banditkit.agents.bandit.selected_output`) the design row
-``H (1, P)`` is zero outside block ``a``, so the joint posterior of :func:`banditkit.posteriors.linear` stays
-block-diagonal for ever: only the ``K`` diagonal blocks are kept.
+``P_k = P / K``.  Observed through the agent's one-hot selection ``f(θ, x)·e_a``
+(:func:`banditkit.agents.bandit.selected_output`) the design row ``H (1, P)`` is zero outside block ``a``, so the
+joint posterior of :func:`banditkit.posteriors.linear` stays block-diagonal for ever: only the ``K`` diagonal blocks
+are kept.
 
 State (:class:`LinearArmsState`): mean ``μ (P,)`` (flat, as ``linear``), square roots ``U (K, P_k, P_k)`` with
 ``Σ_k = U_kᵀ U_k``, and ``a, b`` — ``(K,)`` per arm, ``()`` when shared (carried but unused for known noise).
