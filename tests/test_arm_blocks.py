@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 import banditkit as bk
@@ -270,3 +271,67 @@ def test_make_agent_hilofi_keeps_arm_blocks_on_the_default_head():
     state = agent.observe(state, jnp.ones(D), 1, 0.5)
     action, _ = agent.act(jax.random.PRNGKey(1), state, jnp.ones(D))
     assert 0 <= int(action) < K
+
+
+def _nl(model, params, **kw):
+    return bk.posteriors.neural_linear(selected_output(model.apply), Gaussian(1.0), init_cov=V0, a0=A0, b0=B0,
+                                       example_x=(jnp.zeros(D), jnp.zeros(K)), buffer_size=16,
+                                       optimizer=optax.sgd(0.01), n_train_steps=3, **kw)
+
+
+def test_neural_linear_arm_blocks_equal_one_dense_head_through_retraining(x64):
+    """Incremental rows and the refits from the buffer (train_every=7 over 30 rounds) give the dense posterior."""
+    model, params, idx = _hilofi_setup()
+    _, _, xs, acts, ys = _setup(6)
+    blocks, dense = _nl(model, params, arms=K, train_every=7), _nl(model, params, train_every=7)
+    sb, sd = _run(blocks, params, xs, acts, ys), _run(dense, params, xs, acts, ys)
+    assert sb.cov_sqrt.shape == (K, idx.shape[1], idx.shape[1])
+    for u, v in [(sb.hidden, sd.hidden), (sb.mean_last, sd.mean_last), (sb.a, sd.a), (sb.b, sd.b)]:
+        np.testing.assert_allclose(u, v, rtol=1e-9, atol=1e-10)
+    cd = np.asarray(sd.cov_sqrt) @ np.asarray(sd.cov_sqrt).T
+    for k in range(K):
+        sk = np.asarray(sb.cov_sqrt[k])
+        np.testing.assert_allclose(sk @ sk.T, cd[np.ix_(idx[k], idx[k])], atol=1e-10)
+    x_star = np.random.default_rng(2).normal(size=D)
+    for k in range(K):
+        obs = (x_star, jax.nn.one_hot(k, K, dtype=x_star.dtype))
+        for u, v in zip(blocks.predictive(sb, obs), dense.predictive(sd, obs), strict=True):
+            np.testing.assert_allclose(u, v, rtol=1e-9, atol=1e-12)
+
+
+def test_neural_linear_per_arm_noise_equals_closed_form_per_arm_nig(x64):
+    model, params, idx = _hilofi_setup()
+    _, _, xs, acts, ys = _setup(7)
+    post = _nl(model, params, arms=K, shared_noise=False, train_every=1000)  # no retraining: the body stays put
+    state = _run(post, params, xs, acts, ys)
+    feats = np.asarray(jax.vmap(lambda x: model.apply(params, x, return_features=True))(jnp.asarray(xs)))
+    for k in range(K):
+        sel = acts == k
+        x_mat = np.c_[np.ones(sel.sum()), feats[sel]]  # arm k's head weights: [bias_k, kernel[:, k]]
+        y = ys[sel, 0]
+        sig_n = np.linalg.inv(np.eye(x_mat.shape[1]) / V0 + x_mat.T @ x_mat)
+        mu_n = sig_n @ (x_mat.T @ y)
+        a_n, b_n = A0 + sel.sum() / 2, B0 + 0.5 * (y @ y - mu_n @ np.linalg.inv(sig_n) @ mu_n)
+        sk = np.asarray(state.cov_sqrt[k])
+        np.testing.assert_allclose(np.asarray(state.mean_last)[idx[k]], mu_n, atol=1e-10)
+        np.testing.assert_allclose(sk @ sk.T, sig_n, atol=1e-10)
+        np.testing.assert_allclose([state.a[k], state.b[k]], [a_n, b_n], rtol=1e-10)
+    space = bk.posteriors.base.ParamSpace(params, "head")
+    draws = jax.jit(jax.vmap(lambda key: space.split(post.sample(key, state))[1]))
+    ell = np.asarray(draws(jax.random.split(jax.random.PRNGKey(0), 30000)))
+    emp = np.cov(ell.T)
+    for k in range(K):
+        sk = np.asarray(state.cov_sqrt[k])
+        want = float(state.b[k] / (state.a[k] - 1)) * (sk @ sk.T)
+        np.testing.assert_allclose(emp[np.ix_(idx[k], idx[k])], want, atol=0.06 * np.abs(want).max())
+
+
+def test_make_agent_neural_linear_keeps_arm_blocks():
+    agent = make_agent("neural_linear-thompson", _env())
+    assert agent.posterior.hyper["arms"] == K and agent.posterior.hyper["shared_noise"]
+    assert "arms" not in make_agent("neural_linear-thompson", _env(), posterior_kwargs=dict(arms=None)).posterior.hyper
+    state = agent.init(jax.random.PRNGKey(0), jnp.ones(D))
+    state = agent.observe(state, jnp.ones(D), 2, 0.5)
+    assert state.posterior.cov_sqrt.shape[0] == K
+    with pytest.raises(ValueError, match="arms must be a positive int"):
+        bk.posteriors.neural_linear(selected_output(MLP(features=(), out=K).apply), arms=-1)

@@ -36,6 +36,14 @@ predictive: ``mean = o + Φ μ``; ``cov = E[σ²] (Φ Σ Φᵀ + I_C)`` with ``E
 sample: ``σ̃² ~ IG(a, b)``, then ``ℓ̃ ~ N(μ, σ̃² Σ)`` (``ℓ̃ = μ + σ̃ S z``); the body at its point estimate.
 mean: body point estimate with ``ℓ = μ``.
 
+Per-arm head (``arms=K``): for a ``K``-output head observed one arm at a time (a multi-output bandit agent's
+``f(x)·e_a``), ``Φ`` is zero outside arm ``a``'s block of ``ℓ`` (:mod:`banditkit.posteriors.arms`), so ``Σ`` stays
+block-diagonal: ``cov_sqrt`` holds ``K`` blocks ``(K, P_k, P_k)`` and each row update (incremental or in a refit)
+touches the observed arm's block only — ``O(P_k²)`` instead of ``O(K² P_k²)``.  With ``shared_noise=True`` (default)
+the posterior is the one above exactly; ``shared_noise=False`` gives each arm its own ``σ_k² ~ IG(a_k, b_k)``
+(Riquelme et al.'s per-arm model, seed 002 eq. 38).  A row that is zero in every block (no features, no bias) changes
+nothing.
+
 The buffer's shapes come from one example input: pass ``example_x=`` to the factory or to ``init``.
 """
 
@@ -49,6 +57,7 @@ import optax
 
 from banditkit import linalg
 from banditkit.likelihoods import Gaussian, Likelihood
+from banditkit.posteriors.arms import arm_blocks, check_arms, observed_block, sample_blocks, scatter_blocks
 from banditkit.posteriors.base import ApplyFn, Posterior, PyTree, SpaceCell, as_obs, check_common_hyper
 from banditkit.posteriors.replay_sgd import (
     FifoBuffer,
@@ -69,9 +78,9 @@ class NeuralLinearState(NamedTuple):
     head_sgd: Array  # (D_ℓ,) SGD copy of the head (trained with the body)
     opt_state: Any  # optax state over (h, ℓ_sgd)
     mean_last: Array  # (D_ℓ,) μ
-    cov_sqrt: Array  # (D_ℓ, D_ℓ) S with Σ = S Sᵀ (the weights' covariance is σ² Σ)
-    a: Array  # () IG shape
-    b: Array  # () IG scale
+    cov_sqrt: Array  # (D_ℓ, D_ℓ) S with Σ = S Sᵀ (the weights' covariance is σ² Σ); (K, P_k, P_k) with arms=K
+    a: Array  # () IG shape; (K,) per arm with arms=K, shared_noise=False
+    b: Array  # () IG scale; likewise
     buffer: FifoBuffer
     step: Array  # () int32, updates so far
     key: Array
@@ -96,6 +105,8 @@ def neural_linear(
     init_cov: float = 4.0,
     key: Array | int = 0,
     example_x: PyTree | None = None,
+    arms: int | None = None,
+    shared_noise: bool = True,
 ) -> Posterior:
     """Neural-linear: NIG Bayesian linear regression on the last layer, body retrained on a FIFO buffer.
 
@@ -114,6 +125,9 @@ def neural_linear(
       init_cov: ``Σ_0 = init_cov·I``, i.e. ``1/λ`` (``λ = 0.25`` in the reference code).
       key: PRNG key or int seed for minibatches.
       example_x: one model input, to shape the buffer (or pass it to ``init``).
+      arms: ``K`` to keep the head's covariance as ``K`` per-arm blocks (every head leaf must have last axis ``K``;
+        one output observed at a time); ``None``: one ``D_ℓ × D_ℓ`` block.
+      shared_noise: with ``arms``: one ``σ²`` for all arms (the same posterior as ``arms=None``) or one per arm.
     """
     check_common_hyper("neural_linear", init_cov=init_cov)
     if not isinstance(likelihood, Gaussian):
@@ -128,8 +142,16 @@ def neural_linear(
     for name, v in (("a0", a0), ("b0", b0), ("init_cov", init_cov)):
         if isinstance(v, (int, float)) and not v > 0:
             raise ValueError(f"neural_linear: {name} must be > 0, got {v}")
+    if arms is not None:
+        check_arms(arms, "neural_linear")
+    per_arm_noise = arms is not None and not shared_noise
     cell = SpaceCell(last_layer)
     default_x = example_x
+    index: list = []  # [arm_blocks of the head (K, P_k)], set by init when arms is given
+
+    def _index():
+        cell.space  # noqa: B018 - raises the clear "call init first" error
+        return index[0]
 
     # ---- the last-layer regression ------------------------------------------------------------------------
     def design(h: Array, x) -> tuple[Array, Array]:
@@ -139,21 +161,38 @@ def neural_linear(
         zero = jnp.zeros((s.size_last,), h.dtype)
         return jax.jacrev(f)(zero), f(zero)
 
-    def add_row(post, phi: Array, r: Array):
-        """Exact conjugate update with one scalar observation ``r = φᵀℓ + ε`` (square-root form)."""
-        mu, sq, a, b = post
+    def _row(mu, sq, phi, r):
+        """One square-root conjugate row update of ``(μ, S)``: ``(μ', S', e²/s*)``."""
         v = sq.T @ phi
         s_star = v @ v + 1.0
         e = r - phi @ mu
         sv = sq @ v
         root = jnp.sqrt(s_star)
-        return (mu + sv * (e / s_star), sq - jnp.outer(sv, v) / (root * (root + 1.0)), a + 0.5,
-                b + 0.5 * e**2 / s_star)
+        return mu + sv * (e / s_star), sq - jnp.outer(sv, v) / (root * (root + 1.0)), e**2 / s_star
+
+    def add_row(post, phi: Array, r: Array):
+        """Exact conjugate update with one scalar observation ``r = φᵀℓ + ε`` (square-root form)."""
+        mu, sq, a, b = post
+        if arms is None:
+            mu, sq, e2 = _row(mu, sq, phi, r)
+            return mu, sq, a + 0.5, b + 0.5 * e2
+        k, phi_k, i_k, seen = observed_block(phi, _index())
+        mu_k, sq_k, e2 = _row(mu[i_k], jax.lax.dynamic_index_in_dim(sq, k, keepdims=False), phi_k, r)
+        mu = mu.at[i_k].set(mu_k)
+        sq = jax.lax.dynamic_update_index_in_dim(sq, sq_k, k, 0)
+        w = seen.astype(mu.dtype)
+        da, db = 0.5 * w, 0.5 * w * e2
+        return (mu, sq, *((a.at[k].add(da), b.at[k].add(db)) if per_arm_noise else (a + da, b + db)))
 
     def prior_posterior(dtype):
         d = cell.space.size_last
-        return (jnp.zeros((d,), dtype), jnp.sqrt(jnp.asarray(init_cov, dtype)) * jnp.eye(d, dtype=dtype),
-                jnp.asarray(a0, dtype), jnp.asarray(b0, dtype))
+        v = jnp.sqrt(jnp.asarray(init_cov, dtype))
+        if arms is None:
+            return jnp.zeros((d,), dtype), v * jnp.eye(d, dtype=dtype), jnp.asarray(a0, dtype), jnp.asarray(b0, dtype)
+        pk = d // arms
+        ones = jnp.ones((arms,) if per_arm_noise else (), dtype)
+        return (jnp.zeros((d,), dtype), v * jnp.broadcast_to(jnp.eye(pk, dtype=dtype), (arms, pk, pk)), a0 * ones,
+                b0 * ones)
 
     def posterior_from_buffer(h: Array, buf: FifoBuffer, n: Array):
         """NIG posterior of the first ``n`` buffer slots with the features of body ``h``: the prior updated
@@ -190,6 +229,8 @@ def neural_linear(
     def init(params, example_x: PyTree | None = None) -> NeuralLinearState:
         space = cell.set(params)
         h, ell = space.split(params)
+        if arms is not None:
+            index[:] = [arm_blocks(params, arms, keep=space.is_last, who="neural_linear")]
         x0 = resolve_example_x("neural_linear", example_x, default_x)
         out = jax.eval_shape(apply_fn, params, x0)
         y0 = jnp.zeros(out.shape if out.shape else (1,), h.dtype)
@@ -207,6 +248,9 @@ def neural_linear(
         if y.shape != state.buffer.y.shape[1:]:
             raise ValueError(f"neural_linear.update: y has shape {y.shape}, the model predicts "
                              f"{state.buffer.y.shape[1:]}; pass y as (C,)")
+        if arms is not None and y.shape[0] != 1:
+            raise ValueError(f"neural_linear(arms={arms}) observes one arm at a time: the model must return one output "
+                             f"per observation (the agent's f(x)·e_a), got {y.shape[0]}; use arms=None")
         buf = fifo_push(state.buffer, x, y)
         step = state.step + 1
         retrain = step % train_every == 0
@@ -231,17 +275,30 @@ def neural_linear(
 
     def predictive(state: NeuralLinearState, x) -> tuple[Array, Array]:
         phi, off = design(state.hidden, x)
-        z = state.cov_sqrt.T @ phi.T  # Sᵀ Φᵀ (D_ℓ, C)
-        var = jnp.where(state.a > 1, state.b / (state.a - 1), state.b / state.a)
+        sq, a, b, rows = state.cov_sqrt, state.a, state.b, phi
+        if arms is not None:  # Φ is zero outside the observed arm's block
+            if phi.shape[0] != 1:
+                raise ValueError(f"neural_linear(arms={arms}) observes one arm at a time: the model must return one "
+                                 f"output per observation (the agent's f(x)·e_a), got {phi.shape[0]}; use arms=None")
+            k, phi_k, _, _ = observed_block(phi[0], _index())
+            sq, rows = jax.lax.dynamic_index_in_dim(sq, k, keepdims=False), phi_k[None, :]
+            if per_arm_noise:
+                a, b = a[k], b[k]
+        z = sq.T @ rows.T  # Sᵀ Φᵀ (D_ℓ or P_k, C)
+        var = jnp.where(a > 1, b / (a - 1), b / a)
         eye = jnp.eye(phi.shape[0], dtype=phi.dtype)
         return off + phi @ state.mean_last, linalg.symmetrize(var * (z.T @ z + eye))
 
     def sample(key: Array, state: NeuralLinearState):
         k1, k2 = jax.random.split(key)
         dt = state.mean_last.dtype
-        sigma2 = state.b / jax.random.gamma(k1, state.a, dtype=dt)
-        z = jax.random.normal(k2, state.mean_last.shape, dt)
-        ell = state.mean_last + jnp.sqrt(sigma2) * (state.cov_sqrt @ z)
+        sigma2 = state.b / jax.random.gamma(k1, state.a, dtype=dt)  # () or (K,) per arm
+        if arms is None:
+            z = jax.random.normal(k2, state.mean_last.shape, dt)
+            ell = state.mean_last + jnp.sqrt(sigma2) * (state.cov_sqrt @ z)
+        else:  # S_k z_k per arm (Σ_k = S_k S_kᵀ)
+            draw = sample_blocks(k2, jnp.swapaxes(state.cov_sqrt, 1, 2)) * jnp.sqrt(sigma2)[..., None]
+            ell = state.mean_last + scatter_blocks(draw, _index(), state.mean_last.size)
         return cell.space.merge(state.hidden, ell)
 
     def mean(state: NeuralLinearState):
@@ -250,4 +307,6 @@ def neural_linear(
     hyper = dict(last_layer=last_layer, buffer_size=buffer_size, train_every=train_every,
                  n_train_steps=n_train_steps, batch_size=batch_size, a0=a0, b0=b0, init_cov=init_cov,
                  needs_example_x=True)
+    if arms is not None:
+        hyper.update(arms=arms, shared_noise=bool(shared_noise))
     return Posterior(init, predict, update, predictive, sample, mean, name="neural_linear", hyper=hyper)
