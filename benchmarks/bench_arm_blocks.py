@@ -32,7 +32,8 @@ from benchmarks import common  # noqa: E402
 ENVS = {"shuttle": ("banditkit/Shuttle-v0", {}), "adult": ("banditkit/Adult-v0", {}),
         "mushroom": ("banditkit/Mushroom-v0", {}), "movielens": ("banditkit/MovieLens-v0", {}),
         "mnist": ("banditkit/MNIST-v0", {"replace": False})}
-AGENTS = ("linear", "hilofi_ts", "hilofi_ts_qlast0")
+AGENTS = ("linear", "hilofi_ts", "hilofi_ts_qlast0", "neural_linear_unlim", "neural_linear_unlim_mb")
+DEFAULT_AGENTS = AGENTS[:3]
 
 
 def factories(k: int) -> dict:
@@ -83,7 +84,7 @@ def write(df: pd.DataFrame, out: str, tag: str) -> None:
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--envs", default="shuttle,adult,mushroom,movielens,mnist")
-    p.add_argument("--agents", default=",".join(AGENTS))
+    p.add_argument("--agents", default=",".join(DEFAULT_AGENTS), help=f"comma list of {AGENTS}")
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--seeds", type=int, default=10)
     p.add_argument("--mnist-steps", type=int, default=500)
