@@ -49,6 +49,23 @@ def _run(post, params, xs, acts, ys, predict=True):
     return jax.jit(lambda p: jax.lax.scan(step, post.init(p), (xs, acts, ys))[0])(params)
 
 
+def _assert_blocks_of(blocks_cov, dense_cov, idx):
+    """Each ``blocks_cov[k]`` is the dense covariance's arm-``k`` block, and the dense one has nothing off them."""
+    dense_cov = np.asarray(dense_cov)
+    for k in range(K):
+        np.testing.assert_allclose(blocks_cov[k], dense_cov[np.ix_(idx[k], idx[k])], atol=1e-10)
+        others = np.setdiff1d(np.arange(dense_cov.shape[0]), idx[k])
+        assert np.abs(dense_cov[np.ix_(idx[k], others)]).max() < 1e-12  # why the blocks suffice
+
+
+def _assert_same_predictive(post_a, state_a, post_b, state_b, rtol=1e-9):
+    x_star = np.random.default_rng(2).normal(size=D)
+    for k in range(K):
+        obs = (x_star, jax.nn.one_hot(k, K, dtype=x_star.dtype))
+        for u, v in zip(post_a.predictive(state_a, obs), post_b.predictive(state_b, obs), strict=True):
+            np.testing.assert_allclose(u, v, rtol=rtol, atol=1e-12)
+
+
 def test_arm_blocks_maps_each_arm_to_its_slice_of_every_leaf():
     params = {"b": np.zeros(3), "w": np.zeros((2, 3))}  # ravel order: b (3,), then w row-major (2, 3)
     np.testing.assert_array_equal(arm_blocks(params, 3), [[0, 3, 6], [1, 4, 7], [2, 5, 8]])
@@ -93,19 +110,10 @@ def test_blocks_equal_the_joint_model(x64, noise, q, g):
     blocks = bk.posteriors.linear(f, Gaussian(0.3), arms=K, **kw)
     joint = bk.posteriors.linear(f, Gaussian(0.3), **kw)
     sb, sj = _run(blocks, params, xs, acts, ys), _run(joint, params, xs, acts, ys)
-    idx = arm_blocks(params, K)
     np.testing.assert_allclose(sb.mean, sj.mean, atol=1e-10)
-    cj = np.asarray(sj.cov)
-    for k in range(K):
-        np.testing.assert_allclose(sb.cov[k], cj[np.ix_(idx[k], idx[k])], atol=1e-10)
-        others = np.setdiff1d(np.arange(cj.shape[0]), idx[k])
-        assert np.abs(cj[np.ix_(idx[k], others)]).max() < 1e-12  # why the blocks suffice
+    _assert_blocks_of(sb.cov, sj.cov, arm_blocks(params, K))
     np.testing.assert_allclose([sb.a, sb.b], [sj.a, sj.b], rtol=1e-10)
-    x_star = np.random.default_rng(2).normal(size=D)
-    for k in range(K):
-        obs = (x_star, jax.nn.one_hot(k, K, dtype=x_star.dtype))
-        for u, v in zip(blocks.predictive(sb, obs), joint.predictive(sj, obs), strict=True):
-            np.testing.assert_allclose(u, v, rtol=1e-10, atol=1e-12)
+    _assert_same_predictive(blocks, sb, joint, sj, rtol=1e-10)
 
 
 @pytest.mark.parametrize("shared", [True, False])
@@ -213,16 +221,8 @@ def test_hilofi_arm_blocks_equal_one_dense_last_layer(x64, kw):
     assert sb.cov_last.shape == (K, idx.shape[1], idx.shape[1])
     for u, v in [(sb.mean_hidden, sj.mean_hidden), (sb.mean_last, sj.mean_last), (sb.cov_hidden, sj.cov_hidden)]:
         np.testing.assert_allclose(u, v, atol=1e-10)
-    cb, cj = _last_cov(blocks, sb), _last_cov(joint, sj)
-    for k in range(K):
-        np.testing.assert_allclose(cb[k], cj[np.ix_(idx[k], idx[k])], atol=1e-10)
-        others = np.setdiff1d(np.arange(cj.shape[0]), idx[k])
-        assert np.abs(cj[np.ix_(idx[k], others)]).max() < 1e-12
-    x_star = np.random.default_rng(2).normal(size=D)
-    for k in range(K):
-        obs = (x_star, jax.nn.one_hot(k, K, dtype=x_star.dtype))
-        for u, v in zip(blocks.predictive(sb, obs), joint.predictive(sj, obs), strict=True):
-            np.testing.assert_allclose(u, v, rtol=1e-9, atol=1e-12)
+    _assert_blocks_of(_last_cov(blocks, sb), _last_cov(joint, sj), idx)
+    _assert_same_predictive(blocks, sb, joint, sj)
 
 
 def test_hilofi_arm_block_draws_have_the_block_covariance(x64):
@@ -288,15 +288,9 @@ def test_neural_linear_arm_blocks_equal_one_dense_head_through_retraining(x64):
     assert sb.cov_sqrt.shape == (K, idx.shape[1], idx.shape[1])
     for u, v in [(sb.hidden, sd.hidden), (sb.mean_last, sd.mean_last), (sb.a, sd.a), (sb.b, sd.b)]:
         np.testing.assert_allclose(u, v, rtol=1e-9, atol=1e-10)
-    cd = np.asarray(sd.cov_sqrt) @ np.asarray(sd.cov_sqrt).T
-    for k in range(K):
-        sk = np.asarray(sb.cov_sqrt[k])
-        np.testing.assert_allclose(sk @ sk.T, cd[np.ix_(idx[k], idx[k])], atol=1e-10)
-    x_star = np.random.default_rng(2).normal(size=D)
-    for k in range(K):
-        obs = (x_star, jax.nn.one_hot(k, K, dtype=x_star.dtype))
-        for u, v in zip(blocks.predictive(sb, obs), dense.predictive(sd, obs), strict=True):
-            np.testing.assert_allclose(u, v, rtol=1e-9, atol=1e-12)
+    sq_b, sq_d = np.asarray(sb.cov_sqrt), np.asarray(sd.cov_sqrt)
+    _assert_blocks_of(sq_b @ np.swapaxes(sq_b, 1, 2), sq_d @ sq_d.T, idx)  # Σ = S Sᵀ
+    _assert_same_predictive(blocks, sb, dense, sd)
 
 
 def test_neural_linear_per_arm_noise_equals_closed_form_per_arm_nig(x64):
