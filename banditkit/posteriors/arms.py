@@ -8,8 +8,8 @@ Kalman update and isotropic time update: the ``K`` diagonal blocks are all there
 instead of ``K² P_k²``, and an update touches one block).
 
 :func:`arm_blocks` maps the flat parameter vector (``ravel_pytree`` order, or the last-layer vector of
-:meth:`banditkit.posteriors.base.ParamSpace.split`) to the blocks; :func:`observed_block` finds the block a Jacobian
-row touches.
+:meth:`banditkit.posteriors.base.ParamSpace.split`) to the blocks (:class:`ArmIndex` holds it for a factory, like
+``SpaceCell``); :func:`observed_block` finds the block a Jacobian row touches.
 """
 
 from __future__ import annotations
@@ -59,6 +59,29 @@ def arm_blocks(params, arms: int, *, keep=None, who: str = "linear") -> np.ndarr
     if not blocks:
         raise ValueError(f"{who}(arms={arms}): the per-arm block has no parameters")
     return np.concatenate(blocks, axis=1).astype(np.int32)
+
+
+class ArmIndex:
+    """The ``(K, P_k)`` arm-block index a factory's ``init`` discovers from the parameters (cf. ``SpaceCell``)."""
+
+    def __init__(self, arms: int, who: str):
+        check_arms(arms, who)
+        self.arms, self.who = arms, who
+        self._index: np.ndarray | None = None
+
+    def set(self, params, keep=None) -> np.ndarray:
+        """Compute and keep :func:`arm_blocks` of ``params`` (``keep``: the leaves of the per-arm block)."""
+        self._index = arm_blocks(params, self.arms, keep=keep, who=self.who)
+        return self._index
+
+    @property
+    def index(self) -> np.ndarray:
+        if self._index is None:
+            raise RuntimeError(
+                f"this {self.who} posterior has not seen the model's parameters yet: call post.init(params) once "
+                "before update/predictive/sample (after loading a saved state, init on template parameters first)."
+            )
+        return self._index
 
 
 def observed_block(row: Array, index: np.ndarray) -> tuple[Array, Array, Array, Array]:

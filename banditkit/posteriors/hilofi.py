@@ -65,7 +65,7 @@ import jax.numpy as jnp
 
 from banditkit import linalg
 from banditkit.likelihoods import Gaussian, Likelihood
-from banditkit.posteriors.arms import arm_blocks, check_arms, observed_block, sample_blocks, scatter_blocks
+from banditkit.posteriors.arms import ArmIndex, observed_block, sample_blocks, scatter_blocks
 from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs
 
 Array = jax.Array
@@ -193,19 +193,13 @@ def hilofi(
     if last_cov not in ("auto", "sqrt", "dense"):
         raise ValueError(f"last_cov={last_cov!r} must be 'auto', 'sqrt' or 'dense'")
     dense = not low_last and (last_cov == "dense" or (last_cov == "auto" and use_ql))
+    blocks = None if arms is None else ArmIndex(arms, "hilofi")
     if arms is not None:
-        check_arms(arms, "hilofi")
         if low_last:
             raise ValueError("lolofi: arms applies to HiLoFi's full-rank last layer (LoLoFi's low-rank factor couples "
                              "the arms); drop arms or rank_last")
     base_key = jax.random.PRNGKey(seed) if key is None else key
     cell = SpaceCell(last_layer)
-    index: list = []  # [arm_blocks of the last layer (K, P_k)], set by init when arms is given
-
-    def _index():
-        cell.space  # noqa: B018 - raises the clear "call init first" error
-        return index[0]
-
     def _eye_last(n: int, dt) -> Array:
         """``I`` of the last-layer covariance's shape: ``(n, n)``, or ``(K, P_k, P_k)`` per-arm blocks."""
         if arms is None:
@@ -223,7 +217,7 @@ def hilofi(
             c_l, g_l = _lowrank_init(k_l, rank_last, ell.size, init_cov_last, dt)
         else:
             if arms is not None:
-                index[:] = [arm_blocks(params, arms, keep=space.is_last, who="hilofi")]
+                blocks.set(params, keep=space.is_last)
             v0 = jnp.asarray(init_cov_last, dt)
             c_l = (v0 if dense else jnp.sqrt(v0)) * _eye_last(ell.size, dt)
             g_l = jnp.zeros((0,), dt)
@@ -275,7 +269,7 @@ def hilofi(
                 raise ValueError(f"hilofi(arms={arms}) observes one arm at a time: the model must return one output "
                                  f"per observation (the agent's selected-output model f(x)·e_a), got {jl.shape[0]}; "
                                  f"use arms=None")
-            k, jl_k, i_k, _ = observed_block(jl[0], _index())
+            k, jl_k, i_k, _ = observed_block(jl[0], blocks.index)
             jl, arm = jl_k[None, :], (k, i_k)
             cov_l = jax.lax.dynamic_index_in_dim(state.cov_last, k, keepdims=False)
         b_l = cov_l @ jl.T  # (D_ℓ or d_ℓ or P_k, C); dense: G = Σ_ℓ L̃ᵀ
@@ -347,7 +341,7 @@ def hilofi(
             h = h + jnp.sqrt(state.q_hidden) * jax.random.normal(k2, h.shape, dt)
         if arms is not None:  # K independent blocks: U_kᵀ z_k per arm, a Cholesky per block when dense
             roots = jax.vmap(linalg.chol_upper)(state.cov_last) if dense else state.cov_last
-            ell = state.mean_last + scatter_blocks(sample_blocks(k3, roots), _index(), state.mean_last.size)
+            ell = state.mean_last + scatter_blocks(sample_blocks(k3, roots), blocks.index, state.mean_last.size)
         else:
             root_l = linalg.chol_upper(state.cov_last) if dense else state.cov_last
             ell = state.mean_last + jax.random.normal(k3, (root_l.shape[0],), dt) @ root_l

@@ -44,11 +44,10 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from banditkit import linalg
 from banditkit.likelihoods import Likelihood
-from banditkit.posteriors.arms import arm_blocks, observed_block, sample_blocks, scatter_blocks
+from banditkit.posteriors.arms import ArmIndex, observed_block, sample_blocks, scatter_blocks
 from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, linearize
 
 Array = jax.Array
@@ -81,17 +80,12 @@ def linear_arms(
 ) -> Posterior:
     """The per-arm backend behind ``linear(..., arms=K)`` (arguments checked there; see the module docstring)."""
     cell = SpaceCell()
-    index: list[np.ndarray] = []  # [arm_blocks(params, K)], set by init
-
-    def _blocks() -> np.ndarray:
-        cell.space  # noqa: B018 - raises the clear "call init first" error
-        return index[0]
+    blocks = ArmIndex(arms, "linear")
 
     def init(params) -> LinearArmsState:
         mu = cell.set(params).ravel(params)
-        index[:] = [arm_blocks(params, arms, who="linear")]
         dt = mu.dtype
-        pk = index[0].shape[1]
+        pk = blocks.set(params).shape[1]
         u = jnp.sqrt(jnp.asarray(init_cov, dt)) * jnp.broadcast_to(jnp.eye(pk, dtype=dt), (arms, pk, pk))
         ones = jnp.ones(() if shared_noise else (arms,), dt)
         return LinearArmsState(mu, u, a0 * ones, b0 * ones)
@@ -106,7 +100,7 @@ def linear_arms(
                 f"(the agent's selected-output model f(x)·e_a), got {yhat.shape[0]} outputs; use arms=None for a "
                 f"joint regression over several outputs"
             )
-        k, hk, ik, seen = observed_block(h[0], _blocks())
+        k, hk, ik, seen = observed_block(h[0], blocks.index)
         if nig:
             r = jnp.ones((1, 1), dt)
         return yhat, hk[None, :], r, k, ik, seen
@@ -157,7 +151,7 @@ def linear_arms(
         if nig:
             sig2 = state.b / jax.random.gamma(k_sig, state.a, dtype=dt)  # σ_k² ~ IG(a_k, b_k) (K,), or σ² ()
             draw = jnp.sqrt(sig2)[..., None] * draw
-        return cell.space.unravel(state.mean + scatter_blocks(draw, _blocks(), state.mean.size))
+        return cell.space.unravel(state.mean + scatter_blocks(draw, blocks.index, state.mean.size))
 
     def mean(state: LinearArmsState):
         return cell.space.unravel(state.mean)

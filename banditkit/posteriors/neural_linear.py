@@ -57,7 +57,7 @@ import optax
 
 from banditkit import linalg
 from banditkit.likelihoods import Gaussian, Likelihood
-from banditkit.posteriors.arms import arm_blocks, check_arms, observed_block, sample_blocks, scatter_blocks
+from banditkit.posteriors.arms import ArmIndex, observed_block, sample_blocks, scatter_blocks
 from banditkit.posteriors.base import ApplyFn, Posterior, PyTree, SpaceCell, as_obs, check_common_hyper
 from banditkit.posteriors.replay_sgd import (
     FifoBuffer,
@@ -142,16 +142,10 @@ def neural_linear(
     for name, v in (("a0", a0), ("b0", b0), ("init_cov", init_cov)):
         if isinstance(v, (int, float)) and not v > 0:
             raise ValueError(f"neural_linear: {name} must be > 0, got {v}")
-    if arms is not None:
-        check_arms(arms, "neural_linear")
+    blocks = None if arms is None else ArmIndex(arms, "neural_linear")
     per_arm_noise = arms is not None and not shared_noise
     cell = SpaceCell(last_layer)
     default_x = example_x
-    index: list = []  # [arm_blocks of the head (K, P_k)], set by init when arms is given
-
-    def _index():
-        cell.space  # noqa: B018 - raises the clear "call init first" error
-        return index[0]
 
     # ---- the last-layer regression ------------------------------------------------------------------------
     def design(h: Array, x) -> tuple[Array, Array]:
@@ -176,7 +170,7 @@ def neural_linear(
         if arms is None:
             mu, sq, e2 = _row(mu, sq, phi, r)
             return mu, sq, a + 0.5, b + 0.5 * e2
-        k, phi_k, i_k, seen = observed_block(phi, _index())
+        k, phi_k, i_k, seen = observed_block(phi, blocks.index)
         mu_k, sq_k, e2 = _row(mu[i_k], jax.lax.dynamic_index_in_dim(sq, k, keepdims=False), phi_k, r)
         mu = mu.at[i_k].set(mu_k)
         sq = jax.lax.dynamic_update_index_in_dim(sq, sq_k, k, 0)
@@ -230,7 +224,7 @@ def neural_linear(
         space = cell.set(params)
         h, ell = space.split(params)
         if arms is not None:
-            index[:] = [arm_blocks(params, arms, keep=space.is_last, who="neural_linear")]
+            blocks.set(params, keep=space.is_last)
         x0 = resolve_example_x("neural_linear", example_x, default_x)
         out = jax.eval_shape(apply_fn, params, x0)
         y0 = jnp.zeros(out.shape if out.shape else (1,), h.dtype)
@@ -280,7 +274,7 @@ def neural_linear(
             if phi.shape[0] != 1:
                 raise ValueError(f"neural_linear(arms={arms}) observes one arm at a time: the model must return one "
                                  f"output per observation (the agent's f(x)·e_a), got {phi.shape[0]}; use arms=None")
-            k, phi_k, _, _ = observed_block(phi[0], _index())
+            k, phi_k, _, _ = observed_block(phi[0], blocks.index)
             sq, rows = jax.lax.dynamic_index_in_dim(sq, k, keepdims=False), phi_k[None, :]
             if per_arm_noise:
                 a, b = a[k], b[k]
@@ -298,7 +292,7 @@ def neural_linear(
             ell = state.mean_last + jnp.sqrt(sigma2) * (state.cov_sqrt @ z)
         else:  # S_k z_k per arm (Σ_k = S_k S_kᵀ)
             draw = sample_blocks(k2, jnp.swapaxes(state.cov_sqrt, 1, 2)) * jnp.sqrt(sigma2)[..., None]
-            ell = state.mean_last + scatter_blocks(draw, _index(), state.mean_last.size)
+            ell = state.mean_last + scatter_blocks(draw, blocks.index, state.mean_last.size)
         return cell.space.merge(state.hidden, ell)
 
     def mean(state: NeuralLinearState):
