@@ -194,12 +194,12 @@ def hilofi(
         raise ValueError(f"last_cov={last_cov!r} must be 'auto', 'sqrt' or 'dense'")
     dense = not low_last and (last_cov == "dense" or (last_cov == "auto" and use_ql))
     blocks = None if arms is None else ArmIndex(arms, "hilofi")
-    if arms is not None:
-        if low_last:
-            raise ValueError("lolofi: arms applies to HiLoFi's full-rank last layer (LoLoFi's low-rank factor couples "
-                             "the arms); drop arms or rank_last")
+    if blocks is not None and low_last:
+        raise ValueError("lolofi: arms applies to HiLoFi's full-rank last layer (LoLoFi's low-rank factor couples "
+                         "the arms); drop arms or rank_last")
     base_key = jax.random.PRNGKey(seed) if key is None else key
     cell = SpaceCell(last_layer)
+
     def _eye_last(n: int, dt) -> Array:
         """``I`` of the last-layer covariance's shape: ``(n, n)``, or ``(K, P_k, P_k)`` per-arm blocks."""
         if arms is None:
