@@ -74,6 +74,20 @@ class ArmIndex:
         self._index = arm_blocks(params, self.arms, keep=keep, who=self.who)
         return self._index
 
+    def eye(self, size: int, dtype) -> Array:
+        """``K`` identity blocks ``(K, P_k, P_k)`` for a per-arm vector of ``size = K·P_k`` entries (a prior's root)."""
+        pk = size // self.arms
+        return jnp.broadcast_to(jnp.eye(pk, dtype=dtype), (self.arms, pk, pk))
+
+    def check_one_output(self, outputs: int) -> None:
+        """``ValueError`` unless an observation has one output (the agent's selected output ``f(x)·e_a``)."""
+        if outputs != 1:
+            raise ValueError(
+                f"{self.who}(arms={self.arms}) observes one arm at a time: the model must return one output per "
+                f"observation (the agent's selected-output model f(x)·e_a), got {outputs}; use arms=None for one "
+                f"joint block over several outputs"
+            )
+
     @property
     def index(self) -> np.ndarray:
         if self._index is None:

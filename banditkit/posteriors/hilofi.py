@@ -202,10 +202,7 @@ def hilofi(
 
     def _eye_last(n: int, dt) -> Array:
         """``I`` of the last-layer covariance's shape: ``(n, n)``, or ``(K, P_k, P_k)`` per-arm blocks."""
-        if arms is None:
-            return jnp.eye(n, dtype=dt)
-        pk = n // arms
-        return jnp.broadcast_to(jnp.eye(pk, dtype=dt), (arms, pk, pk))
+        return jnp.eye(n, dtype=dt) if blocks is None else blocks.eye(n, dt)
 
     def init(params) -> HiLoFiState:
         space = cell.set(params)
@@ -265,10 +262,7 @@ def hilofi(
             s_h = s_h + state.q_hidden * (jh @ jh.T)
         cov_l, arm = state.cov_last, None
         if arms is not None:
-            if jl.shape[0] != 1:
-                raise ValueError(f"hilofi(arms={arms}) observes one arm at a time: the model must return one output "
-                                 f"per observation (the agent's selected-output model f(x)·e_a), got {jl.shape[0]}; "
-                                 f"use arms=None")
+            blocks.check_one_output(jl.shape[0])
             k, jl_k, i_k, _ = observed_block(jl[0], blocks.index)
             jl, arm = jl_k[None, :], (k, i_k)
             cov_l = jax.lax.dynamic_index_in_dim(state.cov_last, k, keepdims=False)

@@ -85,8 +85,8 @@ def linear_arms(
     def init(params) -> LinearArmsState:
         mu = cell.set(params).ravel(params)
         dt = mu.dtype
-        pk = blocks.set(params).shape[1]
-        u = jnp.sqrt(jnp.asarray(init_cov, dt)) * jnp.broadcast_to(jnp.eye(pk, dtype=dt), (arms, pk, pk))
+        blocks.set(params)
+        u = jnp.sqrt(jnp.asarray(init_cov, dt)) * blocks.eye(mu.size, dt)
         ones = jnp.ones(() if shared_noise else (arms,), dt)
         return LinearArmsState(mu, u, a0 * ones, b0 * ones)
 
@@ -94,12 +94,7 @@ def linear_arms(
         s = cell.space
         dt = state.mean.dtype
         yhat, h, r = (v.astype(dt) for v in linearize(lambda t: f(s.unravel(t), x), state.mean, likelihood))
-        if yhat.shape[0] != 1:
-            raise ValueError(
-                f"linear(arms={arms}) observes one arm at a time: the model must return one output per observation "
-                f"(the agent's selected-output model f(x)·e_a), got {yhat.shape[0]} outputs; use arms=None for a "
-                f"joint regression over several outputs"
-            )
+        blocks.check_one_output(yhat.shape[0])
         k, hk, ik, seen = observed_block(h[0], blocks.index)
         if nig:
             r = jnp.ones((1, 1), dt)

@@ -183,10 +183,8 @@ def neural_linear(
         v = jnp.sqrt(jnp.asarray(init_cov, dtype))
         if arms is None:
             return jnp.zeros((d,), dtype), v * jnp.eye(d, dtype=dtype), jnp.asarray(a0, dtype), jnp.asarray(b0, dtype)
-        pk = d // arms
         ones = jnp.ones((arms,) if per_arm_noise else (), dtype)
-        return (jnp.zeros((d,), dtype), v * jnp.broadcast_to(jnp.eye(pk, dtype=dtype), (arms, pk, pk)), a0 * ones,
-                b0 * ones)
+        return jnp.zeros((d,), dtype), v * blocks.eye(d, dtype), a0 * ones, b0 * ones
 
     def posterior_from_buffer(h: Array, buf: FifoBuffer, n: Array):
         """NIG posterior of the first ``n`` buffer slots with the features of body ``h``: the prior updated
@@ -242,9 +240,8 @@ def neural_linear(
         if y.shape != state.buffer.y.shape[1:]:
             raise ValueError(f"neural_linear.update: y has shape {y.shape}, the model predicts "
                              f"{state.buffer.y.shape[1:]}; pass y as (C,)")
-        if arms is not None and y.shape[0] != 1:
-            raise ValueError(f"neural_linear(arms={arms}) observes one arm at a time: the model must return one output "
-                             f"per observation (the agent's f(x)·e_a), got {y.shape[0]}; use arms=None")
+        if blocks is not None:
+            blocks.check_one_output(y.shape[0])
         buf = fifo_push(state.buffer, x, y)
         step = state.step + 1
         retrain = step % train_every == 0
@@ -271,9 +268,7 @@ def neural_linear(
         phi, off = design(state.hidden, x)
         sq, a, b, rows = state.cov_sqrt, state.a, state.b, phi
         if arms is not None:  # Φ is zero outside the observed arm's block
-            if phi.shape[0] != 1:
-                raise ValueError(f"neural_linear(arms={arms}) observes one arm at a time: the model must return one "
-                                 f"output per observation (the agent's f(x)·e_a), got {phi.shape[0]}; use arms=None")
+            blocks.check_one_output(phi.shape[0])
             k, phi_k, _, _ = observed_block(phi[0], blocks.index)
             sq, rows = jax.lax.dynamic_index_in_dim(sq, k, keepdims=False), phi_k[None, :]
             if per_arm_noise:
