@@ -320,10 +320,10 @@ def test_neural_linear_per_arm_noise_equals_closed_form_per_arm_nig(x64):
         np.testing.assert_allclose(emp[np.ix_(idx[k], idx[k])], want, atol=0.06 * np.abs(want).max())
 
 
-def test_make_agent_neural_linear_arm_blocks_are_opt_in():
-    assert "arms" not in make_agent("neural_linear-thompson", _env()).posterior.hyper
-    agent = make_agent("neural_linear-thompson", _env(), posterior_kwargs=dict(arms=K))
+def test_make_agent_neural_linear_keeps_arm_blocks():
+    agent = make_agent("neural_linear-thompson", _env())
     assert agent.posterior.hyper["arms"] == K and agent.posterior.hyper["shared_noise"]
+    assert "arms" not in make_agent("neural_linear-thompson", _env(), posterior_kwargs=dict(arms=None)).posterior.hyper
     state = agent.init(jax.random.PRNGKey(0), jnp.ones(D))
     state = agent.observe(state, jnp.ones(D), 2, 0.5)
     assert state.posterior.cov_sqrt.shape[0] == K

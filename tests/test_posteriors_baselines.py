@@ -208,6 +208,38 @@ def test_neural_linear_discards_a_diverging_retraining(x64, lr, diverges):
     np.testing.assert_allclose([state.a, state.b], [a, b], rtol=1e-8)
 
 
+def _shove(size: float) -> optax.GradientTransformation:
+    """An 'optimiser' that moves every weight by ``+size`` per step: finite, and a far worse fit."""
+    return optax.GradientTransformation(lambda params: optax.EmptyState(),
+                                        lambda g, s, p=None: (jax.tree_util.tree_map(lambda v: jnp.full_like(v, size),
+                                                                                     g), s))
+
+
+@pytest.mark.parametrize("ratio, rejected", [(2.0, True), (float("inf"), False)])
+def test_neural_linear_discards_a_finite_runaway(x64, ratio, rejected):
+    """Weights that stay finite but fit the buffer far worse (Shuttle: |h| ≈ 4e15 after one retraining, the
+    regression overflowing 60 updates later) are a diverged retraining too: discarded under the default
+    ``divergence_ratio``; ``inf`` keeps every finite retraining (the check is what rejects it)."""
+    params = _params(jnp.float64)
+    ctx, onehot, ys = _stream(10, jnp.float64)
+    post = bk.posteriors.neural_linear(selected, train_every=10, n_train_steps=5, buffer_size=10,
+                                       optimizer=_shove(1e3), divergence_ratio=ratio, example_x=(ctx[0], onehot[0]))
+    state = _scan(post, post.init(params), ctx, onehot, ys)
+    h0, _ = bk.posteriors.base.ParamSpace(params, "head").split(params)
+    assert int(state.rejected) == int(rejected)
+    if rejected:
+        np.testing.assert_array_equal(state.hidden, h0)
+    else:
+        np.testing.assert_allclose(state.hidden, h0 + 5e3)
+
+
+def test_neural_linear_divergence_ratio_is_checked():
+    with pytest.raises(ValueError, match="divergence_ratio must be a number > 1"):
+        bk.posteriors.neural_linear(selected, divergence_ratio=1.0)
+    assert "divergence_ratio" not in bk.posteriors.neural_linear(selected).hyper  # old checkpoints still load
+    assert bk.posteriors.neural_linear(selected, divergence_ratio=10).hyper["divergence_ratio"] == 10.0
+
+
 def test_neural_linear_vmaps_over_seeds_with_retraining():
     params = _params()
     ctx, onehot, ys = _stream(12)

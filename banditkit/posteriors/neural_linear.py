@@ -24,9 +24,12 @@ update(x, y): push ``(x, y)`` into the FIFO buffer (``buffer_size`` slots); ``st
     observations that have left the buffer are forgotten at this point; ``buffer_size ≥ T`` gives the
     unlimited-memory version): the prior updated with each buffered observation in turn by the step above
     (exactly the batch posterior of seed 002 eqs. 17–20 with ``μ_0 = 0``; O(B·C·D_ℓ²), no factorisation).
-  A retraining whose weights come out non-finite (plain SGD on an outlier context can diverge in a few steps)
-  is discarded: the body, the SGD head and the optimiser state keep their previous values, the posterior is
-  recomputed with the previous features, and ``state.rejected`` counts such retrainings.
+  A retraining that diverged is discarded: the body, the SGD head and the optimiser state keep their previous
+  values, the posterior is recomputed with the previous features, and ``state.rejected`` counts such retrainings.
+  Diverged means non-finite weights, or a fit to the buffer at least ``divergence_ratio`` (default 2) times worse
+  than before the retraining: the loss above, before and after, on one batch (the whole buffer, or one minibatch
+  of ``batch_size``) — plain SGD on an outlier context can run away in a few steps, to NaN or to finite weights of
+  order 1e15 whose features overflow the regression a few updates later (Shuttle, |x| ≈ 60, sgd(0.05, 0.9)).
   The branch is chosen with dynamic trip counts (``lax.fori_loop(0, n, …)`` with ``n = n_train_steps`` or 0 for
   the optimiser, ``n = #buffer`` or 0 for the recomputation) instead of ``lax.cond``: under ``vmap`` over seeds a
   ``cond`` becomes a ``select`` that would pay for the retraining at every step.
@@ -62,7 +65,6 @@ from banditkit.posteriors.base import ApplyFn, Posterior, PyTree, SpaceCell, as_
 from banditkit.posteriors.replay_sgd import (
     FifoBuffer,
     as_key,
-    buffer_nll,
     check_buffer_args,
     fifo_batch,
     fifo_init,
@@ -84,10 +86,7 @@ class NeuralLinearState(NamedTuple):
     buffer: FifoBuffer
     step: Array  # () int32, updates so far
     key: Array
-    rejected: Array  # () int32, retrainings discarded because the optimiser left the finite numbers
-
-
-_UNIT_GAUSSIAN = Gaussian(1.0)  # the body's training loss: −log N(y; f, I) = ½‖y − f‖² + const
+    rejected: Array  # () int32, retrainings discarded because the optimiser diverged (non-finite or worse fit)
 
 
 def neural_linear(
@@ -107,6 +106,7 @@ def neural_linear(
     example_x: PyTree | None = None,
     arms: int | None = None,
     shared_noise: bool = True,
+    divergence_ratio: float = 2.0,
 ) -> Posterior:
     """Neural-linear: NIG Bayesian linear regression on the last layer, body retrained on a FIFO buffer.
 
@@ -128,6 +128,8 @@ def neural_linear(
       arms: ``K`` to keep the head's covariance as ``K`` per-arm blocks (every head leaf must have last axis ``K``;
         one output observed at a time); ``None``: one ``D_ℓ × D_ℓ`` block.
       shared_noise: with ``arms``: one ``σ²`` for all arms (the same posterior as ``arms=None``) or one per arm.
+      divergence_ratio: discard a retraining whose buffer loss ends more than this many times its starting value
+        (``> 1``; ``inf`` keeps every finite retraining).
     """
     check_common_hyper("neural_linear", init_cov=init_cov)
     if not isinstance(likelihood, Gaussian):
@@ -142,6 +144,9 @@ def neural_linear(
     for name, v in (("a0", a0), ("b0", b0), ("init_cov", init_cov)):
         if isinstance(v, (int, float)) and not v > 0:
             raise ValueError(f"neural_linear: {name} must be > 0, got {v}")
+    if not isinstance(divergence_ratio, (int, float)) or isinstance(divergence_ratio, bool) or not divergence_ratio > 1:
+        raise ValueError(f"neural_linear: divergence_ratio must be a number > 1 (float('inf') to accept every finite "
+                         f"retraining), got {divergence_ratio!r}")
     blocks = None if arms is None else ArmIndex(arms, "neural_linear")
     per_arm_noise = arms is not None and not shared_noise
     cell = SpaceCell(last_layer)
@@ -202,9 +207,12 @@ def neural_linear(
 
     # ---- the body ---------------------------------------------------------------------------------------------
     def loss(hl, x, y, w):
-        # Least squares, ½·mean‖y − f‖²: the NIG model learns σ² itself, so the body's fit must not depend on
-        # the likelihood's fixed obs_noise (its NLL would scale plain-SGD steps by 1/obs_noise²: ×100 at 0.1).
-        return buffer_nll(apply_fn, _UNIT_GAUSSIAN, cell.space.merge(*hl), x, y, w)
+        """Weighted least squares ``½·Σ_i w_i ‖y_i − f(h, ℓ; x_i)‖² / max(Σ w, 1)``.  The NIG model learns ``σ²``
+        itself, so the body's fit must not depend on the likelihood's fixed obs_noise (its NLL would scale plain-SGD
+        steps by 1/obs_noise²: ×100 at 0.1)."""
+        params = cell.space.merge(*hl)
+        f = jax.vmap(lambda xi: jnp.atleast_1d(apply_fn(params, xi)))(x)
+        return 0.5 * jnp.sum(w * jnp.sum((y - f) ** 2, axis=-1)) / jnp.maximum(jnp.sum(w), 1.0)
 
     def train(h, ell, opt_state, buf, key, n_steps):
         def body(i, carry):
@@ -216,6 +224,21 @@ def neural_linear(
 
         (h, ell), opt_state = jax.lax.fori_loop(0, n_steps, body, ((h, ell), opt_state))
         return h, ell, opt_state
+
+    def diverged(start, end, buf, key, n_checks):
+        """Whether the retraining ``start → end`` (``(h, ℓ_sgd)`` pairs) diverged: non-finite weights, or the loss
+        on one batch (``key``'s) more than ``divergence_ratio`` times its value at ``start``.  The two losses run
+        in a loop of ``n_checks`` (1 on a retraining step, else 0) trips, so other steps do not pay for them."""
+        def body(i, losses):
+            xb, yb, wb = fifo_batch(buf, jax.random.fold_in(key, i), batch_size)
+            return loss(start, xb, yb, wb), loss(end, xb, yb, wb)
+
+        finite = jnp.all(jnp.isfinite(end[0])) & jnp.all(jnp.isfinite(end[1]))
+        if divergence_ratio == float("inf"):
+            return ~finite
+        zero = jnp.zeros((), start[0].dtype)
+        before, after = jax.lax.fori_loop(0, n_checks, body, (zero, zero))
+        return ~finite | ~(after <= divergence_ratio * before)
 
     # ---- the contract -----------------------------------------------------------------------------------------
     def init(params, example_x: PyTree | None = None) -> NeuralLinearState:
@@ -246,13 +269,14 @@ def neural_linear(
         step = state.step + 1
         retrain = step % train_every == 0
         key, sub = jax.random.split(state.key)
+        check_key = jax.random.fold_in(sub, n_train_steps)  # train() folds in 0 … n_train_steps − 1
         n_sgd = jnp.where(retrain, n_train_steps, 0)
         trained = train(state.hidden, state.head_sgd, state.opt_state, buf, sub, n_sgd)
-        # a retraining that diverged (NaN/inf weights) is discarded: body, head and optimiser state are kept
-        ok = jnp.all(jnp.isfinite(trained[0])) & jnp.all(jnp.isfinite(trained[1]))
-        h, ell, opt_state = jax.tree_util.tree_map(lambda n, o: jnp.where(ok, n, o), trained,
+        # a retraining that diverged (non-finite, or a much worse fit) is discarded: body, head, optimiser state kept
+        bad = retrain & diverged((state.hidden, state.head_sgd), trained[:2], buf, check_key, retrain.astype(jnp.int32))
+        h, ell, opt_state = jax.tree_util.tree_map(lambda n, o: jnp.where(bad, o, n), trained,
                                                    (state.hidden, state.head_sgd, state.opt_state))
-        rejected = state.rejected + (retrain & ~ok).astype(jnp.int32)
+        rejected = state.rejected + bad.astype(jnp.int32)
         # retraining step: posterior recomputed from the buffer (a zero-trip loop on the other steps)
         current = (state.mean_last, state.cov_sqrt, state.a, state.b)
         size = buf.y.shape[0]
@@ -298,4 +322,6 @@ def neural_linear(
                  needs_example_x=True)
     if arms is not None:
         hyper.update(arms=arms, shared_noise=bool(shared_noise))
+    if divergence_ratio != 2.0:  # recorded only when set, so checkpoints from before the option still load
+        hyper["divergence_ratio"] = float(divergence_ratio)
     return Posterior(init, predict, update, predictive, sample, mean, name="neural_linear", hyper=hyper)
