@@ -228,9 +228,14 @@ def neural_linear(
     def diverged(start, end, buf, key, n_checks):
         """Whether the retraining ``start → end`` (``(h, ℓ_sgd)`` pairs) diverged: non-finite weights, or the loss
         on one batch (``key``'s) more than ``divergence_ratio`` times its value at ``start``.  The two losses run
-        in a loop of ``n_checks`` (1 on a retraining step, else 0) trips, so other steps do not pay for them."""
+        in a loop of ``n_checks`` (1 on a retraining step, else 0) trips, so other steps do not pay for them.  The
+        batch is gathered through the loop counter (rows rotated by ``i = 0``: the batch itself): a whole-buffer
+        batch would otherwise be loop-invariant, and XLA would hoist both losses out of the zero-trip loop into
+        every update (measured: 0.4 → 15 ms per update for 10 seeds with a 5000-point buffer; ``jnp.roll`` still
+        left 0.5 ms)."""
         def body(i, losses):
-            xb, yb, wb = fifo_batch(buf, jax.random.fold_in(key, i), batch_size)
+            batch = fifo_batch(buf, jax.random.fold_in(key, i), batch_size)
+            xb, yb, wb = jax.tree_util.tree_map(lambda v: v[(jnp.arange(v.shape[0]) + i) % v.shape[0]], batch)
             return loss(start, xb, yb, wb), loss(end, xb, yb, wb)
 
         finite = jnp.all(jnp.isfinite(end[0])) & jnp.all(jnp.isfinite(end[1]))
