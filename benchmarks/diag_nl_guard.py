@@ -6,7 +6,7 @@ to NaN, or to finite weights of order 1e15 whose features overflow the last-laye
 ``neural_linear`` discards a retraining whose weights are non-finite or whose buffer loss ends more than
 ``divergence_ratio`` times where it started (default 2).  This script plays the benchmark agents (seed 002's
 ``neural_linear_lim`` / ``_unlim_mb`` / ``_unlim`` with the showdown's or MovieLens's hyper-parameters, per-arm
-blocks as make_agent now builds them) with the default guard and with ``divergence_ratio=inf`` (only non-finite
+blocks as make_agent now builds them) with each ``--ratios`` value of ``divergence_ratio`` (``inf``: only non-finite
 retrainings discarded, the rule before 2026-11-26), and reports per agent the retrainings discarded per seed, the
 seeds whose state ended non-finite, and the cumulative reward.  Each seed's loop is one ``lax.scan`` (keys
 ``PRNGKey(seed)``), all seeds vmapped, not the runner's, so rewards match the tables' in distribution only.

@@ -95,3 +95,18 @@ def test_diag_linear_noise_reports_one_row_per_arm(tmp_path):
     shared = df[df.agent == "linear"]
     assert shared.e_sigma2.nunique() == 1  # one σ² for every arm
     assert (df.pulls.groupby(df.agent).sum() == 6).all()
+
+
+def test_diag_nl_guard_counts_discarded_retrainings(tmp_path):
+    from benchmarks import diag_nl_guard
+
+    diag_nl_guard.main(["--envs", "mushroom", "--agents", "neural_linear_lim", "--steps", "200", "--seeds", "2",
+                        "--ratios", "2,inf", "--out", str(tmp_path)])
+    import pandas as pd
+
+    df = pd.read_csv(tmp_path / "diag_nl_guard.csv")
+    assert len(df) == 4 and set(df.rule) == {"ratio 2 (default)", "non-finite only"}  # 2 rules × 2 seeds
+    assert (df.retrainings == 2).all() and (df.rejected >= 0).all() and (df.rejected <= 2).all() and df.finite.all()
+    assert "| mushroom | neural_linear_lim | ratio 2 (default) | 2 |" in (tmp_path / "diag_nl_guard.md").read_text()
+    with pytest.raises(SystemExit):
+        diag_nl_guard.main(["--ratios", "two", "--out", str(tmp_path)])
