@@ -111,7 +111,11 @@ def write_overview(out: str) -> None:
               "Mushroom).  `neural_linear_lim` on Shuttle diverged in one seed of the 3-seed run (its 20-point buffer "
               "held a context with |x| = 56 and sgd(0.05, momentum 0.9), the reference's setting, blew up within 8 "
               "steps); since commit 133e006 a retraining that comes out non-finite is discarded (the previous body "
-              "kept), and the 10-seed runs have no flagged seed.",
+              "kept), and the 10-seed runs have no flagged seed.  Since 2026-11-26 (commit f736cd7) a retraining "
+              "whose buffer loss ends more than twice where it started is discarded too (finite runaways to weights "
+              "of 4e15 had left 1-2 of 10 Shuttle seeds non-finite), and make_agent keeps the head regression as "
+              "one block per arm; the neural_linear rows were re-run then (diag_nl_guard.md counts the discarded "
+              "retrainings).",
               "- `linear`: make_agent's linear agent, one mean and covariance per arm and one noise variance shared "
               "by all arms (since 2026-11-26; the same posterior as the joint computation of the earlier rows, "
               "20-45× faster here); `linear_per_arm`: the paper's per-arm Lin-TS, each arm its own noise variance "
