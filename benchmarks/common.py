@@ -597,8 +597,10 @@ def seed002_agents(*, num_actions: int, warmup_per_arm: int, dim: int = 470, sgd
     tau = int(warmup_per_arm) * int(num_actions)
     sub = dict(subspace_dim=dim, warmup_steps=tau, sgd_kwargs=dict(n_iters=1000, learning_rate=sgd_lr, skip=2))
     m = {} if model is None else dict(model=model)
+    # arms=K: the head regression as one block per arm (the same NIG posterior as one dense block) — make_agent's
+    # default on the envs' own models, set here for the K-output Dense heads passed as ``model`` (LeNet5, MLP1) too
     nl = dict(train_every=100, n_train_steps=100, optimizer=optax.sgd(nl_lr, momentum=0.9), a0=6.0, b0=6.0,
-              init_cov=4.0)
+              init_cov=4.0, arms=int(num_actions))
     # seed 002's subspace prior Σ_z = 1e-4 I, full or diagonal (``_agent`` copies it per agent)
     prior = dict(init_cov=1e-4)
     prior_diag = dict(prior, covariance="diagonal")
