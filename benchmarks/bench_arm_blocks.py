@@ -1,13 +1,13 @@
 """Per-arm covariance blocks against one dense block, paired (``arms=K`` vs ``arms=None``; issue 5, items 1–4).
 
 On a multi-output bandit the head's covariance stays block-diagonal (``banditkit.posteriors.arms``), so make_agent
-keeps ``K`` blocks for ``linear``, ``hilofi`` and ``neural_linear``: the same posterior, less work.  This script runs each agent both
-ways on the same envs, seeds and machine, alternating the two ``--reps`` times, and reports the run time per round
-(all seeds vmapped; compile time apart) and the final cumulative regret (equal in distribution: the Thompson draws
-come from differently arranged normals).  Agents: the benchmarks' ``linear`` (seed 002's NIG prior), ``hilofi_ts``
-(seed 003's MNIST hyper-parameters, dense last layer since ``q_ℓ > 0``) and ``hilofi_ts_qlast0`` (square-root last
-layer); on request ``neural_linear_unlim`` / ``_unlim_mb`` (seed 002's NIG prior, ``sgd(0.01, 0.9)``, 4800-point
-buffer).  Writes ``TAG.csv`` and ``TAG.md``.
+keeps ``K`` blocks for ``linear``, ``hilofi`` and ``neural_linear``: the same posterior, less work. This script runs
+each agent both ways on the same envs, seeds and machine, alternating the two ``--reps`` times, and reports the run
+time per round (all seeds vmapped; compile time apart) and the final cumulative regret (equal in distribution: the
+Thompson draws come from differently arranged normals). Agents: the benchmarks' ``linear`` (seed 002's NIG prior),
+``hilofi_ts`` (seed 003's MNIST hyper-parameters, dense last layer since ``q_ℓ > 0``) and ``hilofi_ts_qlast0``
+(square-root last layer); on request ``neural_linear_unlim`` / ``_unlim_mb`` (seed 002's NIG prior, ``sgd(0.01,
+0.9)``, 4800-point buffer). Writes ``TAG.csv`` and ``TAG.md``.
 
 Usage::
 
