@@ -68,8 +68,7 @@ def run(args) -> pd.DataFrame:
 def write(df: pd.DataFrame, out: str, tag: str) -> None:
     os.makedirs(out, exist_ok=True)
     df.to_csv(os.path.join(out, f"{tag}.csv"), index=False)
-    lines = ["# Per-arm covariance blocks vs one dense block (paired)", "", f"`{common.command_line()}`", "",
-             f"Machine: {common.machine()}", "", __doc__.split("\n\n")[1].replace("\n", " "), "",
+    lines = [*common.preamble("Per-arm covariance blocks vs one dense block (paired)", __doc__),
              "| env | agent | rounds × seeds | ms / round, dense (each rep) | ms / round, blocks (each rep) | speed-up "
              "(medians) | final regret, dense | final regret, blocks |", "|---|---|---|---|---|---:|---|---|"]
     for (env, agent), g in df.groupby(["env", "agent"], sort=False):

@@ -324,6 +324,13 @@ def commit_note() -> str:
     return f"; banditkit at commit {commit}" if commit else ""
 
 
+def preamble(title: str, doc: str) -> list[str]:
+    """The opening lines of a diagnostic's Markdown table: ``# title``, the command line, the machine and the
+    script docstring's second paragraph (its description) on one line, each followed by a blank line."""
+    return [f"# {title}", "", f"`{command_line()}`", "", f"Machine: {machine()}", "",
+            doc.split("\n\n")[1].replace("\n", " "), ""]
+
+
 def machine(load: bool = True) -> str:
     """One line naming the machine and software a result came from; ``load=False`` leaves out the load average
     (for callers that record it apart, per run)."""

@@ -81,9 +81,7 @@ def write(df: pd.DataFrame, args, out: str) -> None:
                      e_sigma2_max=("e_sigma2", "max"), prior_share_max=("prior_share", "max"),
                      hit_min=("reward_when_pulled", "min"), hit_max=("reward_when_pulled", "max"),
                      pulls_min=("pulls", "min"), pulls_max=("pulls", "max")).reset_index()
-    lines = [f"# The linear agent's noise variance, shared vs per arm ({args.env})", "",
-             f"`{common.command_line()}`", "", f"Machine: {common.machine()}", "",
-             __doc__.split("\n\n")[1].replace("\n", " "), "",
+    lines = [*common.preamble(f"The linear agent's noise variance, shared vs per arm ({args.env})", __doc__),
              "| agent | seed | total reward | E[σ²] (min–max over arms) | prior's share of E[σ²] (max) | "
              "reward rate when pulled (min–max over arms) | pulls (min–max over arms) |",
              "|---|---:|---:|---|---:|---|---|"]

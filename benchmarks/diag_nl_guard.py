@@ -109,8 +109,7 @@ def run(args) -> pd.DataFrame:
 def write(df: pd.DataFrame, out: str, tag: str) -> None:
     os.makedirs(out, exist_ok=True)
     df.to_csv(os.path.join(out, f"{tag}.csv"), index=False)
-    lines = ["# Neural-linear's divergence guard on the benchmark streams", "", f"`{common.command_line()}`", "",
-             f"Machine: {common.machine()}", "", __doc__.split("\n\n")[1].replace("\n", " "), "",
+    lines = [*common.preamble("Neural-linear's divergence guard on the benchmark streams", __doc__),
              "| env | agent | rule | seeds | retrainings discarded per seed (mean / max of N) | seeds non-finite | "
              "cum. reward (finite seeds) | cum. reward (all seeds) |", "|---|---|---|---|---|---|---|---|"]
     for (env, agent, rule), g in df.groupby(["env", "agent", "rule"], sort=False):
