@@ -215,14 +215,16 @@ def _shove(size: float) -> optax.GradientTransformation:
                                                                                      g), s))
 
 
+@pytest.mark.parametrize("batch_size", [None, 4])
 @pytest.mark.parametrize("ratio, rejected", [(2.0, True), (float("inf"), False)])
-def test_neural_linear_discards_a_finite_runaway(x64, ratio, rejected):
+def test_neural_linear_discards_a_finite_runaway(x64, ratio, rejected, batch_size):
     """Weights that stay finite but fit the buffer far worse (Shuttle: |h| ≈ 4e15 after one retraining, the
     regression overflowing 60 updates later) are a diverged retraining too: discarded under the default
-    ``divergence_ratio``; ``inf`` keeps every finite retraining (the check is what rejects it)."""
+    ``divergence_ratio``, whether the check batch is the whole buffer or one minibatch; ``inf`` keeps every finite
+    retraining (the check is what rejects it)."""
     params = _params(jnp.float64)
     ctx, onehot, ys = _stream(10, jnp.float64)
-    post = bk.posteriors.neural_linear(selected, train_every=10, n_train_steps=5, buffer_size=10,
+    post = bk.posteriors.neural_linear(selected, train_every=10, n_train_steps=5, buffer_size=10, batch_size=batch_size,
                                        optimizer=_shove(1e3), divergence_ratio=ratio, example_x=(ctx[0], onehot[0]))
     state = _scan(post, post.init(params), ctx, onehot, ys)
     h0, _ = bk.posteriors.base.ParamSpace(params, "head").split(params)
