@@ -34,18 +34,18 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from banditkit.agents import make_agent  # noqa: E402
 from banditkit.experiments.runner import state_is_finite  # noqa: E402
+from banditkit.posteriors.neural_linear import DIVERGENCE_RATIO  # noqa: E402
 from benchmarks import common  # noqa: E402
 
 ENVS = {"shuttle": "banditkit/Shuttle-v0", "adult": "banditkit/Adult-v0", "mushroom": "banditkit/Mushroom-v0",
         "movielens": "banditkit/MovieLens-v0"}
 AGENTS = ("neural_linear_lim", "neural_linear_unlim_mb", "neural_linear_unlim")
-DEFAULT_RATIO = 2.0  # neural_linear's default divergence_ratio
 
 
 def rule_name(ratio: float) -> str:
     if ratio == float("inf"):
         return "non-finite only"
-    return f"ratio {ratio:g}" + (" (default)" if ratio == DEFAULT_RATIO else "")
+    return f"ratio {ratio:g}" + (" (default)" if ratio == DIVERGENCE_RATIO else "")
 
 
 def agents_for(env_name: str, k: int) -> dict:

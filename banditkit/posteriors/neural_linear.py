@@ -89,6 +89,9 @@ class NeuralLinearState(NamedTuple):
     rejected: Array  # () int32, retrainings discarded because the optimiser diverged (non-finite or worse fit)
 
 
+DIVERGENCE_RATIO = 2.0  # default: discard a retraining whose buffer loss ends more than twice where it started
+
+
 def neural_linear(
     apply_fn: ApplyFn,
     likelihood: Likelihood = Gaussian(1.0),
@@ -106,7 +109,7 @@ def neural_linear(
     example_x: PyTree | None = None,
     arms: int | None = None,
     shared_noise: bool = True,
-    divergence_ratio: float = 2.0,
+    divergence_ratio: float = DIVERGENCE_RATIO,
 ) -> Posterior:
     """Neural-linear: NIG Bayesian linear regression on the last layer, body retrained on a FIFO buffer.
 
@@ -327,6 +330,6 @@ def neural_linear(
                  needs_example_x=True)
     if arms is not None:
         hyper.update(arms=arms, shared_noise=bool(shared_noise))
-    if divergence_ratio != 2.0:  # recorded only when set, so checkpoints from before the option still load
+    if divergence_ratio != DIVERGENCE_RATIO:  # recorded only when set, so checkpoints from before the option still load
         hyper["divergence_ratio"] = float(divergence_ratio)
     return Posterior(init, predict, update, predictive, sample, mean, name="neural_linear", hyper=hyper)
