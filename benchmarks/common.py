@@ -324,6 +324,32 @@ def commit_note() -> str:
     return f"; banditkit at commit {commit}" if commit else ""
 
 
+def play_thompson(agent, fbs: Sequence, steps: int, seeds: Sequence[int]):
+    """Each seed's stream ``fbs[i]`` (``env.unwrapped.functional(seeds[i], steps)``) played by ``agent`` in its own
+    ``lax.scan`` (init key ``PRNGKey(seed)``, round ``t``'s key ``fold_in(PRNGKey(seed), t)``), all seeds vmapped —
+    not the runner's loop, so rewards match the tables' in distribution only.  Returns ``(final states (S, …),
+    actions (S, T), rewards (S, T), run s)`` (run s: execution only, compilation apart)."""
+    import jax
+    import jax.numpy as jnp
+
+    ctx = jnp.stack([jnp.asarray(fb.contexts)[jnp.asarray(fb.index[:steps])] for fb in fbs])
+    rew = jnp.stack([jnp.asarray(fb.rewards[:steps], jnp.float32) for fb in fbs])
+    keys = jnp.stack([jax.random.PRNGKey(s) for s in seeds])
+
+    def one(key, c, rw):
+        def step(st, t):
+            a, st = agent.act(jax.random.fold_in(key, t), st, c[t])
+            r = rw[t, a]
+            return agent.observe(st, c[t], a, r), (a, r)
+
+        return jax.lax.scan(step, agent.init(key, c[0]), jnp.arange(steps))
+
+    fn = jax.jit(jax.vmap(one)).lower(keys, ctx, rew).compile()
+    tic = time.perf_counter()
+    states, (acts, rs) = jax.block_until_ready(fn(keys, ctx, rew))
+    return states, np.asarray(acts), np.asarray(rs), time.perf_counter() - tic
+
+
 def preamble(title: str, doc: str) -> list[str]:
     """The opening lines of a diagnostic's Markdown table: ``# title``, the command line, the machine and the
     script docstring's second paragraph (its description) on one line, each followed by a blank line."""

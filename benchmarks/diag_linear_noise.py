@@ -5,7 +5,8 @@ and ``linear_per_arm`` (the paper's per-arm Lin-TS: ``σ_k² ~ IG(a_k, b_k)`` pe
 ``IG(6, 6)`` and ``Σ_0 = 4 I``, play the seed-002 MNIST bandit (or a Showdown table) with Thompson sampling.  Per
 seed and arm this reports the pulls, the reward rate when pulled, the posterior mean ``E[σ²] = b / (a − 1)`` at the
 end and the share of it that is still the prior's ``b_0`` (``b_0 / (a − 1) / E[σ²]``).  Each seed's loop is its own
-``lax.scan`` (keys ``PRNGKey(seed)``), not the runner's, so the rewards match the tables' in distribution only.
+``lax.scan`` (keys ``PRNGKey(seed)``), all seeds vmapped (``common.play_thompson``), not the runner's, so the rewards
+match the tables' in distribution only.
 Writes ``TAG.csv`` and ``TAG.md``.
 
 Usage::
@@ -21,7 +22,6 @@ import sys
 
 import gymnasium as gym
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
@@ -35,32 +35,19 @@ AGENTS = ("linear", "linear_per_arm")
 B0 = 6.0
 
 
-def play(agent, fb, steps: int, seed: int):
-    """Thompson sampling for ``steps`` rounds of ``fb``: ``(final agent state, actions (T,), rewards (T,))``."""
-    ctx = fb.contexts[fb.index[:steps]]
-    state = agent.init(jax.random.PRNGKey(seed), ctx[0])
-
-    def step(st, t):
-        a, st = agent.act(jax.random.fold_in(jax.random.PRNGKey(seed), t), st, ctx[t])
-        r = fb.rewards[t, a]
-        return agent.observe(st, ctx[t], a, r), (a, r)
-
-    state, (acts, rs) = jax.jit(lambda s: jax.lax.scan(step, s, jnp.arange(steps)))(state)
-    return state, np.asarray(acts), np.asarray(rs)
-
-
 def run(args) -> pd.DataFrame:
     env = gym.make(ENVS[args.env], max_steps=args.steps, **({"replace": False} if args.env == "mnist" else {}))
     u = env.unwrapped
     k = int(u.num_actions)
     agents = common.seed002_agents(num_actions=k, warmup_per_arm=20)
     rows = []
-    for seed in range(args.seeds):
-        fb = u.functional(seed, args.steps)
-        for name in AGENTS:
-            agent = agents[name](env)
-            state, acts, rs = play(agent, fb, args.steps, seed)
-            post = state.posterior
+    seeds = list(range(args.seeds))
+    fbs = [u.functional(seed, args.steps) for seed in seeds]
+    for name in AGENTS:
+        states, all_acts, all_rs, _ = common.play_thompson(agents[name](env), fbs, args.steps, seeds)
+        for i, seed in enumerate(seeds):
+            post = jax.tree_util.tree_map(lambda v, i=i: v[i], states.posterior)
+            acts, rs = all_acts[i], all_rs[i]
             a, b = np.broadcast_to(np.asarray(post.a), (k,)), np.broadcast_to(np.asarray(post.b), (k,))
             for arm in range(k):
                 pulled = acts == arm

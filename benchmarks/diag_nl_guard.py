@@ -9,7 +9,8 @@ to NaN, or to finite weights of order 1e15 whose features overflow the last-laye
 blocks as make_agent now builds them) with each ``--ratios`` value of ``divergence_ratio`` (``inf``: only non-finite
 retrainings discarded, the rule before 2026-11-26), and reports per agent the retrainings discarded per seed, the
 seeds whose state ended non-finite, and the cumulative reward.  Each seed's loop is one ``lax.scan`` (keys
-``PRNGKey(seed)``), all seeds vmapped, not the runner's, so rewards match the tables' in distribution only.
+``PRNGKey(seed)``), all seeds vmapped (``common.play_thompson``), not the runner's, so rewards match the tables' in
+distribution only.
 Writes ``TAG.csv`` and ``TAG.md``.
 
 Usage::
@@ -22,11 +23,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 import gymnasium as gym
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
@@ -55,29 +54,6 @@ def agents_for(env_name: str, k: int) -> dict:
     return common.seed002_agents(num_actions=k, warmup_per_arm=20, sgd_lr=0.05, nl_buffers=(20, 5000), nl_lr=0.05)
 
 
-def play_seeds(agent, fbs: list, steps: int, seeds: list[int]):
-    """Thompson sampling on each seed's stream, vmapped: ``(final states, cumulative rewards (S,), run s)``."""
-    ctx = jnp.stack([jnp.asarray(fb.contexts)[jnp.asarray(fb.index[:steps])] for fb in fbs])
-    rew = jnp.stack([jnp.asarray(fb.rewards[:steps], jnp.float32) for fb in fbs])
-    keys = jnp.stack([jax.random.PRNGKey(s) for s in seeds])
-
-    def one(key, c, rw):
-        state = agent.init(key, c[0])
-
-        def step(st, t):
-            a, st = agent.act(jax.random.fold_in(key, t), st, c[t])
-            r = rw[t, a]
-            return agent.observe(st, c[t], a, r), r
-
-        state, rs = jax.lax.scan(step, state, jnp.arange(steps))
-        return state, rs.sum()
-
-    fn = jax.jit(jax.vmap(one)).lower(keys, ctx, rew).compile()
-    tic = time.perf_counter()
-    states, total = jax.block_until_ready(fn(keys, ctx, rew))
-    return states, np.asarray(total), time.perf_counter() - tic
-
-
 def run(args) -> pd.DataFrame:
     rows = []
     seeds = list(range(args.seeds))
@@ -92,7 +68,8 @@ def run(args) -> pd.DataFrame:
             for ratio in args.ratios:
                 rule = rule_name(ratio)
                 agent = make_agent(base.spec, env, posterior_kwargs=dict(base.hyper, divergence_ratio=ratio))
-                states, total, secs = play_seeds(agent, fbs, args.steps, seeds)
+                states, _, rewards, secs = common.play_thompson(agent, fbs, args.steps, seeds)
+                total = rewards.sum(axis=1)
                 finite = np.asarray(jax.vmap(state_is_finite)(states))
                 rejected = np.asarray(states.posterior.rejected)
                 for i, s in enumerate(seeds):
