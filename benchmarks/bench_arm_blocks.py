@@ -66,8 +66,6 @@ def run(args) -> pd.DataFrame:
 
 
 def write(df: pd.DataFrame, out: str, tag: str) -> None:
-    os.makedirs(out, exist_ok=True)
-    df.to_csv(os.path.join(out, f"{tag}.csv"), index=False)
     lines = [*common.preamble("Per-arm covariance blocks vs one dense block (paired)", __doc__),
              "| env | agent | rounds × seeds | ms / round, dense (each rep) | ms / round, blocks (each rep) | speed-up "
              "(medians) | final regret, dense | final regret, blocks |", "|---|---|---|---|---|---:|---|---|"]
@@ -77,8 +75,7 @@ def write(df: pd.DataFrame, out: str, tag: str) -> None:
         reg = lambda s: f"{s.regret.iloc[0]:.1f} ± {s.regret_se.iloc[0]:.1f}"  # noqa: E731
         lines.append(f"| {env} | {agent} | {int(g.steps.iloc[0])} × {int(g.seeds.iloc[0])} | {fmt(d)} | {fmt(b)} | "
                      f"{np.median(d.ms_per_round) / np.median(b.ms_per_round):.1f}× | {reg(d)} | {reg(b)} |")
-    with open(os.path.join(out, f"{tag}.md"), "w") as fh:
-        fh.write("\n".join(lines) + "\n")
+    common.save_table(df, lines, out, tag)
 
 
 def main(argv=None) -> None:

@@ -350,6 +350,15 @@ def play_thompson(agent, fbs: Sequence, steps: int, seeds: Sequence[int]):
     return states, np.asarray(acts), np.asarray(rs), time.perf_counter() - tic
 
 
+def save_table(df: pd.DataFrame, lines: Sequence[str], out: str, tag: str) -> None:
+    """Write a diagnostic's rows to ``out/TAG.csv`` and its Markdown ``lines`` to ``out/TAG.md`` (``out`` made if
+    missing)."""
+    os.makedirs(out, exist_ok=True)
+    df.to_csv(os.path.join(out, f"{tag}.csv"), index=False)
+    with open(os.path.join(out, f"{tag}.md"), "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+
+
 def preamble(title: str, doc: str) -> list[str]:
     """The opening lines of a diagnostic's Markdown table: ``# title``, the command line, the machine and the
     script docstring's second paragraph (its description) on one line, each followed by a blank line."""

@@ -93,8 +93,6 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{m} seed {s}: median at_face {g.at_face.median():.2f}, dist {g.dist.median():.2f}, best gain "
                   f"{g.gain.max():.3f}, median mean_z − true_z {(g.mean_z - g.true_z).median():.2f}", flush=True)
     df = pd.concat(frames, ignore_index=True)
-    os.makedirs(a.out, exist_ok=True)
-    df.to_csv(os.path.join(a.out, a.tag + ".csv"), index=False)
     agg = df.assign(over=df.mean_z - df.true_z).groupby(["method", "seed"]).agg(
         at_face=("at_face", "median"), dist=("dist", "median"), warm_best_dist=("warm_best_dist", "first"),
         best_gain=("gain", "max"), improving=("gain", lambda g: int(np.sum(g > 0))), mean_z=("mean_z", "median"),
@@ -111,8 +109,7 @@ def main(argv: list[str] | None = None) -> None:
     for (m, s), r in agg.iterrows():
         lines.append(f"| {m} | {s} | {r.at_face:.2f} | {r.dist:.2f} | {r.warm_best_dist:.2f} | {r.best_gain:.3f} | "
                      f"{int(r.improving)} | {r.mean_z:.2f} | {r.true_z:.2f} | {r.over:.2f} |")
-    with open(os.path.join(a.out, a.tag + ".md"), "w") as fh:
-        fh.write("\n".join(lines) + "\n")
+    common.save_table(df, lines, a.out, a.tag)
     print("\n".join(lines))
 
 

@@ -61,8 +61,6 @@ def run(args) -> pd.DataFrame:
 
 
 def write(df: pd.DataFrame, args, out: str) -> None:
-    os.makedirs(out, exist_ok=True)
-    df.to_csv(os.path.join(out, f"{args.tag}.csv"), index=False)
     g = df.groupby(["agent", "seed"])
     per_seed = g.agg(total_reward=("total_reward", "first"), e_sigma2_min=("e_sigma2", "min"),
                      e_sigma2_max=("e_sigma2", "max"), prior_share_max=("prior_share", "max"),
@@ -75,8 +73,7 @@ def write(df: pd.DataFrame, args, out: str) -> None:
     for r in per_seed.itertuples():
         lines.append(f"| {r.agent} | {r.seed} | {r.total_reward:.0f} | {r.e_sigma2_min:.4f}–{r.e_sigma2_max:.4f} | "
                      f"{r.prior_share_max:.2f} | {r.hit_min:.2f}–{r.hit_max:.2f} | {r.pulls_min}–{r.pulls_max} |")
-    with open(os.path.join(out, f"{args.tag}.md"), "w") as fh:
-        fh.write("\n".join(lines) + "\n")
+    common.save_table(df, lines, out, args.tag)
 
 
 def main(argv=None) -> None:

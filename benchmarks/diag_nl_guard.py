@@ -84,8 +84,6 @@ def run(args) -> pd.DataFrame:
 
 
 def write(df: pd.DataFrame, out: str, tag: str) -> None:
-    os.makedirs(out, exist_ok=True)
-    df.to_csv(os.path.join(out, f"{tag}.csv"), index=False)
     lines = [*common.preamble("Neural-linear's divergence guard on the benchmark streams", __doc__),
              "| env | agent | rule | seeds | retrainings discarded per seed (mean / max of N) | seeds non-finite | "
              "cum. reward (finite seeds) | cum. reward (all seeds) |", "|---|---|---|---|---|---|---|---|"]
@@ -97,8 +95,7 @@ def write(df: pd.DataFrame, out: str, tag: str) -> None:
         lines.append(f"| {env} | {agent} | {rule} | {len(g)} | {g.rejected.mean():.2f} / {g.rejected.max()} of "
                      f"{int(g.retrainings.iloc[0])} | {bad} | {fin} | {every} |")
     lines += ["", "A non-finite seed's reward after the overflow comes from argmax(NaN) = arm 0: not a result."]
-    with open(os.path.join(out, f"{tag}.md"), "w") as fh:
-        fh.write("\n".join(lines) + "\n")
+    common.save_table(df, lines, out, tag)
 
 
 def main(argv=None) -> None:

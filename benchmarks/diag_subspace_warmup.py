@@ -74,7 +74,6 @@ def main(argv=None) -> None:
     common.add_blas_threads(p)
     args = p.parse_args(argv)
     common.apply_blas_threads(args.blas_threads)
-    os.makedirs(args.out, exist_ok=True)
     env = gym.make("banditkit/MNIST-v0", max_steps=STEPS, replace=False)
     u = env.unwrapped
     rows = []
@@ -99,9 +98,7 @@ def main(argv=None) -> None:
                 rows.append(dict(model=mname, seed=seed, warmup="full information (reference)" if full else "bandit",
                                  sgd_finite=finite, greedy_accuracy=acc, fit_s=secs))
                 print(rows[-1], flush=True)
-    df = pd.DataFrame(rows)
-    df.to_csv(os.path.join(args.out, f"{args.tag}.csv"), index=False)
-    _write_md(df, args)
+    _write_md(pd.DataFrame(rows), args)
 
 
 def _write_md(df: pd.DataFrame, args) -> None:
@@ -121,8 +118,7 @@ def _write_md(df: pd.DataFrame, args) -> None:
         acc = f"{ok.greedy_accuracy.mean():.3f} ± {common.se(ok.greedy_accuracy):.3f}" if len(ok) else "—"
         per = ", ".join("NaN" if not r.sgd_finite else f"{r.greedy_accuracy:.3f}" for r in g.itertuples())
         lines.append(f"| {mname} | {warm} | {len(g)} | {int(g.sgd_finite.sum())} | {acc} | {per} |")
-    with open(os.path.join(args.out, f"{args.tag}.md"), "w") as fh:
-        fh.write("\n".join(lines) + "\n")
+    common.save_table(df, lines, args.out, args.tag)
 
 
 if __name__ == "__main__":
