@@ -27,6 +27,16 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks import common  # noqa: E402
 
 
+def agents_for(env, full_feedback: tuple | None = None) -> dict:
+    """Seed 002's agents with the reference's MovieLens settings, plus HiLoFi-TS (both last-layer forms) and LoFi-TS;
+    ``full_feedback = (seeds, steps)`` adds the label-reading warm-up diagnostics (``common.seed002_agents``)."""
+    agents = common.seed002_agents(num_actions=int(env.unwrapped.num_actions), warmup_per_arm=2, sgd_lr=0.8,
+                                   nl_buffers=(50, 4800), nl_lr=0.01, full_feedback=full_feedback)
+    extra = common.seed003_agents(eps_greedy=False)
+    agents.update({k: extra[k] for k in ("hilofi_ts", "hilofi_ts_qlast0", "lofi_ts")})
+    return agents
+
+
 def main(argv=None) -> None:
     p = common.parser(__doc__.splitlines()[0], steps=5000, seeds=10)
     p.add_argument("--rank", type=int, default=20)
@@ -35,11 +45,7 @@ def main(argv=None) -> None:
     common.check_args(args)
     tic = time.perf_counter()
     env = gym.make("banditkit/MovieLens-v0", max_steps=args.steps, rank=args.rank, num_movies=args.num_movies)
-    agents = common.seed002_agents(num_actions=int(env.unwrapped.num_actions), warmup_per_arm=2, sgd_lr=0.8,
-                                   nl_buffers=(50, 4800), nl_lr=0.01, full_feedback=(range(args.seeds), args.steps))
-    extra = common.seed003_agents(eps_greedy=False)
-    agents.update({k: extra[k] for k in ("hilofi_ts", "hilofi_ts_qlast0", "lofi_ts")})
-    agents = common.select(agents, args.agents)
+    agents = common.select(agents_for(env, full_feedback=(range(args.seeds), args.steps)), args.agents)
     print(f"== MovieLens: {list(agents)}, {args.steps} steps, {args.seeds} seeds", flush=True)
     def write(res) -> None:
         _write(args, env, res)

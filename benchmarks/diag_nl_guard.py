@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from banditkit.agents import make_agent  # noqa: E402
 from banditkit.experiments.runner import state_is_finite  # noqa: E402
 from banditkit.posteriors.neural_linear import DIVERGENCE_RATIO  # noqa: E402
-from benchmarks import common  # noqa: E402
+from benchmarks import bench_movielens, bench_showdown, common  # noqa: E402
 
 ENVS = {"shuttle": "banditkit/Shuttle-v0", "adult": "banditkit/Adult-v0", "mushroom": "banditkit/Mushroom-v0",
         "movielens": "banditkit/MovieLens-v0"}
@@ -47,11 +47,9 @@ def rule_name(ratio: float) -> str:
     return f"ratio {ratio:g}" + (" (default)" if ratio == DIVERGENCE_RATIO else "")
 
 
-def agents_for(env_name: str, k: int) -> dict:
-    """The benchmark scripts' neural-linear agents for this env (bench_showdown's or bench_movielens's settings)."""
-    if env_name == "movielens":
-        return common.seed002_agents(num_actions=k, warmup_per_arm=2, nl_buffers=(50, 4800), nl_lr=0.01)
-    return common.seed002_agents(num_actions=k, warmup_per_arm=20, sgd_lr=0.05, nl_buffers=(20, 5000), nl_lr=0.05)
+def agents_for(env_name: str, env) -> dict:
+    """The benchmark scripts' agents for this env: bench_movielens's on MovieLens, bench_showdown's on the tables."""
+    return (bench_movielens if env_name == "movielens" else bench_showdown).agents_for(env)
 
 
 def run(args) -> pd.DataFrame:
@@ -60,9 +58,8 @@ def run(args) -> pd.DataFrame:
     for env_name in args.envs:
         env = gym.make(ENVS[env_name], max_steps=args.steps)
         u = env.unwrapped
-        k = int(u.num_actions)
         fbs = [u.functional(s, args.steps) for s in seeds]
-        table = agents_for(env_name, k)
+        table = agents_for(env_name, env)
         for name in args.agents:
             base = table[name]
             for ratio in args.ratios:
