@@ -8,6 +8,7 @@ import textwrap
 from typing import NamedTuple
 
 import gymnasium
+import jax
 import numpy as np
 import pandas as pd
 import pytest
@@ -238,6 +239,42 @@ def test_seeds_sharded_over_two_devices_give_the_same_runs(compiled_run):
 def test_healthy_compiled_run_reports_no_nonfinite_state(compiled_run):
     df, _, _ = compiled_run
     assert df.attrs["timing"]["ekf-ts"]["nonfinite"] == {}
+
+
+def _nl_agent(optimizer):
+    return BanditAgent(MLP(features=(8,), out=3), "neural_linear", "thompson",
+                       posterior_kwargs=dict(optimizer=optimizer, train_every=5, n_train_steps=3, buffer_size=16))
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_runner_warns_when_most_neural_linear_retrainings_are_discarded(compiled):
+    """A body optimiser that only makes the fit worse leaves finite, untrained features (the guard discards every
+    retraining), so nothing else would tell the user: the runner counts the discarded retrainings per seed and warns,
+    in both loops and with the same counts."""
+    import optax
+
+    shove = optax.GradientTransformation(lambda p: optax.EmptyState(),
+                                         lambda g, s, p=None: (jax.tree_util.tree_map(lambda v: v * 0 + 1e3, g), s))
+    match = r"discarded in most retrainings for seed\(s\) \[0, 1\] \(seed \d: 6 of 6\)"
+    with pytest.warns(RuntimeWarning, match=match):
+        df = run(ToyBandit(), _nl_agent(shove), 30, [0, 1], compiled=compiled, chunk_size=10, progress=False,
+                 name="nl")
+    assert df.attrs["timing"]["nl"]["discarded_retrainings"] == {0: [6, 6], 1: [6, 6]}
+
+
+def test_runner_counts_retrainings_without_warning_when_they_are_kept():
+    import warnings
+
+    import optax
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        df = run(ToyBandit(), _nl_agent(optax.adam(1e-3)), 30, [0, 1], compiled=True, chunk_size=10,
+                 progress=False, name="nl")
+    counts = df.attrs["timing"]["nl"]["discarded_retrainings"]
+    assert set(counts) == {0, 1} and all(t == 6 and 2 * r <= t for r, t in counts.values())
+    other = run(ToyBandit(), _agent(), 10, [0], progress=False, name="ekf").attrs["timing"]["ekf"]
+    assert "discarded_retrainings" not in other  # recorded for neural-linear agents only
 
 
 def test_compiled_run_warns_when_the_agent_state_goes_nonfinite():

@@ -27,6 +27,12 @@ floating-point leaf of the agent state is finite.  A posterior that went NaN/inf
 scores is arm 0), so its rewards would pass for a result; instead the runner warns (``RuntimeWarning`` naming the
 seeds and the round by which it was seen) and records ``timing["nonfinite"] = {seed: round}`` (empty when healthy).
 ``bk.debug.first_nonfinite`` then finds the exact step and field.
+
+Discarded retrainings (both loops): a neural-linear posterior discards a body retraining that diverged
+(:mod:`banditkit.posteriors.neural_linear`), so a bad optimiser leaves finite but untrained features rather than
+NaNs.  The runner records ``timing["discarded_retrainings"] = {seed: [rejected, retrainings]}`` for such agents and
+warns (``RuntimeWarning``) when a seed had at least ``MIN_RETRAININGS_TO_WARN`` retrainings and more than half of
+them were discarded.
 """
 
 from __future__ import annotations
@@ -46,6 +52,8 @@ import pandas as pd
 from banditkit.agents.bandit import WARMUP_KEY
 from banditkit.convs import canonical_convs
 from banditkit.debug import _finite_flags
+from banditkit.posteriors.base import Posterior
+from banditkit.posteriors.neural_linear import discarded_retrainings as discarded_retrainings_of
 
 COLUMNS = [
     "agent",
@@ -293,6 +301,8 @@ def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink):
         if bar is not None:
             bar.close()
     devices = len(jax.tree_util.tree_leaves(state)[0].sharding.device_set)  # where the seeds ran
+    discarded = discarded_retrainings(agent, getattr(state, "posterior", None), seeds)
+    warn_discarded(name, discarded, stacklevel=4)
     if nonfinite:
         warnings.warn(
             f"{name}: the agent state went non-finite (NaN/inf) for seed(s) {sorted(nonfinite)} (by round "
@@ -310,6 +320,36 @@ def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink):
         mode="compiled",
         devices=devices,
         nonfinite=nonfinite,
+    ) | (dict(discarded_retrainings=discarded) if discarded else {})
+
+
+MIN_RETRAININGS_TO_WARN = 4  # fewer retrainings say too little to warn about
+
+
+def discarded_retrainings(agent, posterior_state, seeds) -> dict[int, list[int]]:
+    """``{seed: [rejected, retrainings]}`` of a neural-linear agent's final posterior state (its leading axis is
+    the seed axis, padded seeds past ``len(seeds)`` ignored; a single state for one seed), ``{}`` for other agents."""
+    post = getattr(agent, "posterior", None)
+    counts = discarded_retrainings_of(post, posterior_state) if isinstance(post, Posterior) else None
+    if counts is None:
+        return {}
+    rejected, total = (np.atleast_1d(np.asarray(jax.device_get(c))) for c in counts)
+    return {int(s): [int(r), int(t)] for s, r, t in zip(seeds, rejected, total, strict=False)}
+
+
+def warn_discarded(name: str, counts: dict[int, list[int]], stacklevel: int = 3) -> None:
+    """Warn when a seed had ``≥ MIN_RETRAININGS_TO_WARN`` retrainings and the guard discarded more than half."""
+    bad = {s: rt for s, rt in counts.items() if rt[1] >= MIN_RETRAININGS_TO_WARN and 2 * rt[0] > rt[1]}
+    if not bad:
+        return
+    worst = max(bad, key=lambda s: bad[s][0] / bad[s][1])
+    warnings.warn(
+        f"{name}: the neural-linear body's retraining diverged and was discarded in most retrainings for seed(s) "
+        f"{sorted(bad)} (seed {worst}: {bad[worst][0]} of {bad[worst][1]}), so its features barely learned.  "
+        "Lower the optimizer's learning rate, use an adaptive one (e.g. optax.adam), or raise batch_size; "
+        "divergence_ratio= sets how much worse a retraining's fit may get before it is discarded.",
+        RuntimeWarning,
+        stacklevel=stacklevel,
     )
 
 
@@ -350,6 +390,7 @@ def _run_gym(agent, env, name, seeds, steps, chunk, progress, sink):
     bar = _progress(steps * len(seeds), name, progress)
     run_s = 0.0
     first_call_s = 0.0
+    discarded: dict[int, list[int]] = {}
     try:
         for s in seeds:
             k_init, k_act = jax.random.split(jax.random.PRNGKey(s))
@@ -393,9 +434,11 @@ def _run_gym(agent, env, name, seeds, steps, chunk, progress, sink):
                         f"seed {s}: the env ended after {t + 1} of {steps} steps; raise its max_steps", stacklevel=3
                     )
                     break
+            discarded |= discarded_retrainings(agent, getattr(state, "posterior", None), [s])
     finally:
         if bar is not None:
             bar.close()
+    warn_discarded(name, discarded, stacklevel=4)
     n_steps = max(steps - 1, 1)
     return dict(
         compile_s=first_call_s / len(seeds),
@@ -405,7 +448,7 @@ def _run_gym(agent, env, name, seeds, steps, chunk, progress, sink):
         seeds=len(seeds),
         mode="gymnasium",
         devices=1,
-    )
+    ) | (dict(discarded_retrainings=discarded) if discarded else {})
 
 
 # ------------------------------------------------------------------------------------------------- public API

@@ -333,3 +333,13 @@ def neural_linear(
     if divergence_ratio != DIVERGENCE_RATIO:  # recorded only when set, so checkpoints from before the option still load
         hyper["divergence_ratio"] = float(divergence_ratio)
     return Posterior(init, predict, update, predictive, sample, mean, name="neural_linear", hyper=hyper)
+
+
+def discarded_retrainings(posterior: Posterior, state: Any) -> tuple[Array, Array] | None:
+    """``(rejected, retrainings)`` so far, each shaped like ``state.step`` (``()``, or ``(S,)`` for a vmapped run), or
+    ``None`` when ``posterior`` is not a neural-linear one.  ``retrainings = step // train_every`` (the body is
+    retrained on every ``train_every``-th update); ``rejected`` counts those the divergence guard discarded.  The
+    experiment runner warns when most of a seed's retrainings were discarded."""
+    if posterior.name != "neural_linear" or not isinstance(state, NeuralLinearState):
+        return None
+    return state.rejected, state.step // int(posterior.hyper["train_every"])
