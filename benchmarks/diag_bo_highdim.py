@@ -38,6 +38,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -104,15 +105,16 @@ def probe(opt: bk.BayesOpt, f, best_u: np.ndarray, draws: int) -> dict:
 
 
 def run(method: str, seed: int, task: str, budget: int | None = None, dim: int | None = None,
-        draws: int = 50) -> tuple[pd.DataFrame, dict]:
+        draws: int = 50, extra: dict | None = None) -> tuple[pd.DataFrame, dict]:
     """One run on ``bench_bo``'s protocol (its warm-up, maximiser settings and budget unless ``budget`` is given):
-    the per-query rows and the final surrogate's :func:`probe`."""
+    the per-query rows and the final surrogate's :func:`probe`.  ``extra``: more ``BayesOpt`` keywords (they win)."""
     f, task_budget, refine = task_function(task, dim)
     budget, d = budget or task_budget, f.dim
     sur, acq, kw, grad = parse_method(method)
     refine = REFINE["drawnn"] if grad else refine
     if refine and kw["maximizer"] == "ascent":
         kw.update(refine_steps=refine["refine_steps"], step_size=refine["step_per_coordinate"] * float(np.sqrt(d)))
+    kw.update(extra or {})
     opt = bk.BayesOpt([(0.0, 1.0)] * d, surrogate=sur, acquisition=acq, direction="minimize", seed=seed,
                       n_initial=d, **kw)
     warm = np.random.default_rng(seed).random((d, d))
@@ -151,6 +153,7 @@ def report(df: pd.DataFrame, a: argparse.Namespace, seconds: float) -> list[str]
     budget = df.iter.max()
     command = (f"python benchmarks/diag_bo_highdim.py --task {a.task} --methods {a.methods} --seeds {a.seeds}"
                + (f" --budget {a.budget}" if a.budget else "") + (f" --dim {a.dim}" if a.task == "ackley" else "")
+               + "".join(f" --kwargs '{json.dumps(kw)}'" for kw in a.kwargs or [])
                + (f" --tag {a.tag}" if a.tag != "diag_bo_highdim" else ""))
     rand = (f"  Uniform random points lie ≈ {np.sqrt(a.dim * (1 / 12 + (0.5 - 4 / 9) ** 2)):.2f} from the optimum."
             if a.task == "ackley" else "")
@@ -160,11 +163,14 @@ def report(df: pd.DataFrame, a: argparse.Namespace, seconds: float) -> list[str]
              "the cube; `improving` = queries better than the warm-up's best; `over` = predicted minus true "
              "standardised value (maximised scale); `final regret` = best value minus the minimum after the last "
              "query; `best at` = the best query's distance to a minimiser and its share of coordinates on a face."
-             + rand,
-             "",
-             "| method | seed | at_face | dist | warm best's dist | best gain | improving | mean_z | true_z | over | "
-             "final regret | best at (dist, face) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             + rand]
+    last = agg.regret.groupby(level="method", sort=False)
+    lines += ["", "| method | final regret, mean ± s.e. | per seed |", "|---|---|---|"]
+    for m, g in last:
+        se = g.std(ddof=1) / np.sqrt(len(g)) if len(g) > 1 else float("nan")
+        lines.append(f"| {m} | {g.mean():.4g} ± {se:.2g} | {', '.join(f'{v:.3g}' for v in g)} |")
+    lines += ["", "| method | seed | at_face | dist | warm best's dist | best gain | improving | mean_z | true_z | "
+              "over | final regret | best at (dist, face) |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for (m, s), r in agg.iterrows():
         b = best.loc[(m, s)]
         lines.append(f"| {m} | {s} | {r.at_face:.2f} | {r.dist:.2f} | {r.warm_best_dist:.2f} | {r.best_gain:.3f} | "
@@ -199,6 +205,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--budget", type=int, default=None, help="queries per run (default: the task's budget)")
     p.add_argument("--dim", type=int, default=50, help="the dimension of --task ackley")
     p.add_argument("--draws", type=int, default=50, help="parameter draws of the final network surrogate's probe")
+    p.add_argument("--kwargs", type=json.loads, action="append",
+                   help="more BayesOpt keywords as JSON (a variant of each method, labelled with them), e.g. "
+                        "'{\"obs_noise\": 1e-3}'; repeat for several variants; '{}' = the bench's method")
     p.add_argument("--out", default="benchmarks/results")
     p.add_argument("--tag", default="diag_bo_highdim")
     common.add_blas_threads(p)
@@ -206,14 +215,17 @@ def main(argv: list[str] | None = None) -> None:
     common.apply_blas_threads(a.blas_threads)
     t0 = time.perf_counter()
     frames, finals = [], []
-    for m in a.methods.split(","):
+    variants = [(m, kw) for m in a.methods.split(",") for kw in (a.kwargs or [{}])]
+    for m, kw in variants:
         for s in range(a.seeds):
-            g, final = run(m, s, a.task, a.budget, a.dim, a.draws)
+            g, final = run(m, s, a.task, a.budget, a.dim, a.draws, kw)
+            if kw:
+                g["method"] = final["method"] = f"{m} {json.dumps(kw)}"
             frames.append(g)
             finals.append(final)
-            print(f"{m} seed {s}: median at_face {g.at_face.median():.2f}, dist {g.dist.median():.2f}, best gain "
-                  f"{g.gain.max():.3f}, median mean_z − true_z {(g.mean_z - g.true_z).median():.2f}, final regret "
-                  f"{g.regret.iloc[-1]:.4g}", flush=True)
+            print(f"{g.method.iloc[0]} seed {s}: median at_face {g.at_face.median():.2f}, dist "
+                  f"{g.dist.median():.2f}, best gain {g.gain.max():.3f}, median mean_z − true_z "
+                  f"{(g.mean_z - g.true_z).median():.2f}, final regret {g.regret.iloc[-1]:.4g}", flush=True)
     df = pd.concat(frames, ignore_index=True)
     final = pd.DataFrame(finals)
     lines = report(df, a, time.perf_counter() - t0) + final_table(final, a.draws)

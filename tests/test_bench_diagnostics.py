@@ -116,10 +116,12 @@ def test_diag_bo_highdim_runs_any_bench_task(tmp_path):
     from benchmarks import diag_bo_highdim
 
     diag_bo_highdim.main(["--task", "branin", "--methods", "hilofi_ts_tr", "--seeds", "1", "--budget", "3",
-                          "--out", str(tmp_path), "--tag", "t"])
+                          "--kwargs", "{}", "--kwargs", '{"obs_noise": 0.001}', "--out", str(tmp_path), "--tag", "t"])
     import pandas as pd
 
-    df = pd.read_csv(tmp_path / "t.csv")
+    both = pd.read_csv(tmp_path / "t.csv")
+    assert list(both.method.unique()) == ["hilofi_ts_tr", 'hilofi_ts_tr {"obs_noise": 0.001}']  # a labelled variant
+    df = both[both.method == "hilofi_ts_tr"]
     assert len(df) == 3 and (df.task == "branin").all()
     u = df[["u0", "u1"]].to_numpy()
     from banditkit.environments.bo_functions import make_function
