@@ -322,6 +322,27 @@ def _append(path: str, df: pd.DataFrame) -> None:
               compression="gzip" if path.endswith(".gz") else None)
 
 
+def drop_runs(out: str, keys: set[tuple[str, str, int]]) -> int:
+    """Delete the rows of the ``(task, method, seed)`` runs in ``keys`` from ``out``'s ``bo_runs.csv`` and
+    ``bo_iters.csv.gz`` (both rewritten; the latter as one gzip member).  Returns how many runs were deleted."""
+    runs_path, its_path = os.path.join(out, "bo_runs.csv"), iters_path(out)
+    if not os.path.exists(runs_path):
+        return 0
+    key_set = {(str(t), str(m), int(s)) for t, m, s in keys}
+
+    def keep(df: pd.DataFrame) -> np.ndarray:
+        rows = zip(df.task, df.method, df.seed, strict=True)
+        return np.array([(str(t), str(m), int(s)) not in key_set for t, m, s in rows], dtype=bool)
+
+    runs = pd.read_csv(runs_path)
+    kept = keep(runs)
+    runs[kept].to_csv(runs_path, index=False)
+    if os.path.exists(its_path):
+        iters = pd.read_csv(its_path)
+        iters[keep(iters)].to_csv(its_path, index=False, compression="gzip")
+    return int((~kept).sum())
+
+
 def iters_path(out: str) -> str:
     """``out/bo_iters.csv.gz``; an uncompressed ``bo_iters.csv`` left by an older version is compressed into it
     first (so ``--append`` and ``--report`` keep working on old output folders)."""
@@ -772,6 +793,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--quick", action="store_true", help="smoke run: branin only, 2 seeds, budget 8")
     p.add_argument("--out", default="benchmarks/results")
     p.add_argument("--append", action="store_true", help="keep existing CSVs and skip runs already in them")
+    p.add_argument("--replace", action="store_true",
+                   help="like --append, but first delete the rows of this command's task x method x seed runs from "
+                        "bo_runs.csv and bo_iters.csv.gz, so they are run again (e.g. after a library change; a "
+                        "BoTorch run resumes from its checkpoint: delete that to run it afresh)")
     p.add_argument("--report", action="store_true", help="only rebuild bo.md and the plots from the CSVs")
     p.add_argument("--checkpoint-dir", default=None,
                    help="where BoTorch runs save their state after every query (default OUT/bo_checkpoints); "
@@ -780,7 +805,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     bench_common.apply_blas_threads(args.blas_threads)
     os.makedirs(args.out, exist_ok=True)
-    command = "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
+    command = "python benchmarks/bench_bo.py " + " ".join(sys.argv[1:] if argv is None else argv)
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     bad = [t for t in tasks if t not in TASKS] + [m for m in methods if m not in METHODS]
@@ -808,6 +833,7 @@ def main(argv: list[str] | None = None) -> None:
                 command = fh.read().strip()
         report(args.out, command, not_run, ckpt_dir)
         return
+    args.append = args.append or args.replace
     earlier = []
     if args.append and os.path.exists(cmd_path):
         with open(cmd_path) as fh:
@@ -818,6 +844,9 @@ def main(argv: list[str] | None = None) -> None:
     with open(cmd_path) as fh:
         command = fh.read().strip()
     runs_path, its_path = os.path.join(args.out, "bo_runs.csv"), iters_path(args.out)
+    if args.replace:
+        dropped = drop_runs(args.out, {(t, m, s) for t in tasks for m in methods for s in seeds})
+        print(f"--replace: {dropped} earlier run(s) deleted, to be run again", flush=True)
     done = set()
     if args.append and os.path.exists(runs_path):
         done = set(map(tuple, pd.read_csv(runs_path)[["task", "method", "seed"]].astype(str).to_numpy()))

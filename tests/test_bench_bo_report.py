@@ -92,3 +92,24 @@ def test_method_names_pin_the_maximiser():
     assert bench_bo.parse_method("hilofi_ei_lbfgs_tr") == ("hilofi", "ei", dict(maximizer="lbfgs", trust_region=True),
                                                           False)
     assert all({"maximizer", "trust_region"} <= set(bench_bo.parse_method(m)[2]) for m in bench_bo.OURS)
+
+
+def test_replace_runs_the_named_runs_again_and_keeps_the_others(tmp_path):
+    out = str(tmp_path)
+    bench_bo.main(["--quick", "--methods", "random,tpe", "--out", out])
+    before = pd.read_csv(tmp_path / "bo_runs.csv")
+    its_before = pd.read_csv(tmp_path / "bo_iters.csv.gz")
+    assert len(before) == 4  # branin × {random, tpe} × seeds {0, 1}
+    assert bench_bo.drop_runs(out, {("branin", "tpe", 1), ("branin", "nothing", 0)}) == 1
+    assert len(pd.read_csv(tmp_path / "bo_runs.csv")) == 3 and len(pd.read_csv(tmp_path / "bo_iters.csv.gz")) == 3 * 8
+    bench_bo.main(["--quick", "--methods", "random,tpe", "--append", "--out", out])  # puts the dropped run back
+    bench_bo.main(["--quick", "--methods", "tpe", "--replace", "--out", out])
+    after = pd.read_csv(tmp_path / "bo_runs.csv")
+    key = ["task", "method", "seed"]
+    assert len(after) == 4 and not after.duplicated(key).any()
+    merged = before.merge(after, on=key, suffixes=("_before", "_after"))
+    np.testing.assert_array_equal(merged.final_regret_before, merged.final_regret_after)  # seeded: the same runs
+    its_after = pd.read_csv(tmp_path / "bo_iters.csv.gz")
+    assert len(its_after) == len(its_before) and not its_after.duplicated(key + ["iter"]).any()
+    commands = (tmp_path / "bo_command.txt").read_text().splitlines()
+    assert commands[-1].endswith("--replace --out " + out) and "--replace" in (tmp_path / "bo.md").read_text()
