@@ -766,12 +766,14 @@ def _pareto_plot(out: str, points: list[tuple[str, pd.DataFrame]]) -> None:
         ax.set_ylabel("average rank of final regret (1 = best)")
         ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=8, loc="upper left")
         order = df.sort_values("avg_rank").index
         _label_without_overlap(ax, [(m + (" (< 1 ms)" if df.s_per_iter[m] < floor else ""), x[m], df.avg_rank[m])
                                     for m in order])
     fig.suptitle("BO suite: time per iteration against quality (squares: peers; red: on the front)", fontsize=11)
-    fig.tight_layout()
+    # one legend below the panels: inside a panel it hid the best method's point and label (top left)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=8, loc="lower center", frameon=False)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     fig.savefig(os.path.join(out, "bo_pareto.png"), dpi=110)
     plt.close(fig)
 
