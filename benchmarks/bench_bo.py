@@ -109,14 +109,21 @@ def parse_method(method: str) -> tuple[str, str, dict, bool]:
     return sur, {"ts": "thompson", "ei": "ei"}[acq], kw, "grad" in flags
 
 
+def bayesopt_args(method: str, d: int, refine: dict | None) -> tuple[str, str, dict]:
+    """``(surrogate, acquisition, BayesOpt keywords)`` of one of our methods in ``d`` dimensions: :func:`parse_method`
+    plus the task's ascent refinement (``refine``, e.g. ``REFINE["drawnn"]``; every task's with ``_grad``)."""
+    sur, acq, kw, grad = parse_method(method)
+    refine = REFINE["drawnn"] if grad else refine
+    if refine and kw["maximizer"] == "ascent":  # the L-BFGS-B variants keep BayesOpt's lbfgs defaults everywhere
+        kw.update(refine_steps=refine["refine_steps"], step_size=refine["step_per_coordinate"] * float(np.sqrt(d)))
+    return sur, acq, kw
+
+
 def run_banditkit(method: str, f, warm: np.ndarray, budget: int, seed: int, clock: CompileClock, cfg: dict):
     import banditkit as bk
 
-    sur, acq, kw, grad = parse_method(method)
     d = warm.shape[1]
-    refine = REFINE["drawnn"] if grad else cfg.get("refine")
-    if refine and kw["maximizer"] == "ascent":  # the L-BFGS-B variants keep BayesOpt's lbfgs defaults everywhere
-        kw.update(refine_steps=refine["refine_steps"], step_size=refine["step_per_coordinate"] * float(np.sqrt(d)))
+    sur, acq, kw = bayesopt_args(method, d, cfg.get("refine"))
     clock.take()
     opt = bk.BayesOpt([(0.0, 1.0)] * d, surrogate=sur, acquisition=acq, direction="minimize", seed=seed,
                       n_initial=d, n_candidates=cfg["n_candidates"], **kw)

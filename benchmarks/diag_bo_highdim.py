@@ -53,17 +53,18 @@ import banditkit as bk  # noqa: E402
 from banditkit.bo import gp as _gp  # noqa: E402
 from banditkit.environments.bo_functions import make_function  # noqa: E402
 from benchmarks import common  # noqa: E402
-from benchmarks.bench_bo import REFINE, TASKS, parse_method  # noqa: E402
+from benchmarks.bench_bo import REFINE, TASKS, bayesopt_args  # noqa: E402
 
 
-def predicted_mean(opt: bk.BayesOpt, u: np.ndarray) -> float:
-    """The surrogate's predictive mean at ``u`` on its standardised, maximised scale."""
+def predictive(opt: bk.BayesOpt, u: np.ndarray) -> tuple[float, float]:
+    """The surrogate's predictive mean and variance at ``u`` on its standardised, maximised scale (a network:
+    epistemic + observation noise; the GP: of the latent ``f``)."""
     if opt._is_gp:
         with jax.enable_x64(True):
-            m, _ = _gp.predict(opt._state, jnp.asarray(u, jnp.float64)[None])
-        return float(m[0])
-    m, _ = opt._post.predictive(opt._state, jnp.asarray(u, opt._dtype))
-    return float(m[0])
+            m, v = _gp.predict(opt._state, jnp.asarray(u, jnp.float64)[None])
+        return float(m[0]), float(v[0])
+    m, c = opt._post.predictive(opt._state, jnp.asarray(u, opt._dtype))
+    return float(m[0]), float(c[0, 0])
 
 
 def task_function(task: str, dim: int | None = None):
@@ -86,13 +87,7 @@ def probe(opt: bk.BayesOpt, f, best_u: np.ndarray, draws: int) -> dict:
     u_star = f.minimizers[np.argmin(np.linalg.norm(f.minimizers - best_u, axis=1))]
     out = dict(opt_u=" ".join(f"{v:.3f}" for v in u_star[:4]), best_u=" ".join(f"{v:.3f}" for v in best_u[:4]))
     for tag, u in (("best", best_u), ("opt", u_star)):
-        if opt._is_gp:
-            with jax.enable_x64(True):
-                m, v = _gp.predict(opt._state, jnp.asarray(u, jnp.float64)[None])
-            m, v = float(m[0]), float(v[0])
-        else:
-            m, c = opt._post.predictive(opt._state, jnp.asarray(u, opt._dtype))
-            m, v = float(m[0]), float(c[0, 0])
+        m, v = predictive(opt, u)
         out |= {f"mean_z_{tag}": m, f"sd_{tag}": float(np.sqrt(max(v, 0.0))),
                 f"true_z_{tag}": float((-f.value(u) - opt._shift) / opt._scale)}
     share = float("nan")
@@ -110,10 +105,7 @@ def run(method: str, seed: int, task: str, budget: int | None = None, dim: int |
     the per-query rows and the final surrogate's :func:`probe`.  ``extra``: more ``BayesOpt`` keywords (they win)."""
     f, task_budget, refine = task_function(task, dim)
     budget, d = budget or task_budget, f.dim
-    sur, acq, kw, grad = parse_method(method)
-    refine = REFINE["drawnn"] if grad else refine
-    if refine and kw["maximizer"] == "ascent":
-        kw.update(refine_steps=refine["refine_steps"], step_size=refine["step_per_coordinate"] * float(np.sqrt(d)))
+    sur, acq, kw = bayesopt_args(method, d, refine)
     kw.update(extra or {})
     opt = bk.BayesOpt([(0.0, 1.0)] * d, surrogate=sur, acquisition=acq, direction="minimize", seed=seed,
                       n_initial=d, **kw)
@@ -121,21 +113,22 @@ def run(method: str, seed: int, task: str, budget: int | None = None, dim: int |
     fw = f.value(warm)
     opt.tell(warm, [float(v) for v in fw])
     u_star = f.minimizers
-    best = float(np.min(fw))
 
     def dist(u: np.ndarray) -> float:
         return float(np.min(np.linalg.norm(u_star - u, axis=1)))
 
+    warm_best, warm_best_dist = float(np.min(fw)), dist(warm[np.argmin(fw)])
+    best = warm_best
     rows = []
     for it in range(budget):
         u = opt.ask()
         y = float(f.value(u))
-        mean_z = predicted_mean(opt, u)
+        mean_z, _ = predictive(opt, u)
         true_z = (-y - opt._shift) / opt._scale
         best = min(best, y)
         rows.append(dict(task=task, method=method, seed=seed, iter=it + 1, at_face=float(on_face(u)), dist=dist(u),
-                         gain=float(np.min(fw) - y), mean_z=mean_z, true_z=true_z, value=y, regret=best - f.minimum,
-                         warm_best_dist=dist(warm[np.argmin(fw)])) | {f"u{j}": float(u[j]) for j in range(d)})
+                         gain=warm_best - y, mean_z=mean_z, true_z=true_z, value=y, regret=best - f.minimum,
+                         warm_best_dist=warm_best_dist) | {f"u{j}": float(u[j]) for j in range(d)})
         opt.tell(u, y)
     df = pd.DataFrame(rows)
     points, values = np.vstack([warm, df[[f"u{j}" for j in range(d)]].to_numpy()]), np.concatenate([fw, df.value])
