@@ -80,6 +80,10 @@ def main(argv=None) -> None:
         if args.steps == 0:
             args.steps = min(probe.num_rounds, 200000)
         common.check_args(args)
+        if args.add_seeds or args.first_seed:
+            raise SystemExit("bench_kuairec does not take --add-seeds / --first-seed: its daily-reward table is "
+                             "computed from every seed's rounds, which a pooled table does not keep; re-run with "
+                             "--seeds N")
         tic = time.perf_counter()
         env = gym.make("banditkit/KuaiRec-v0", max_steps=args.steps, shuffle=args.shuffle, **kwargs)
     finally:

@@ -39,11 +39,14 @@ FULL = {"seed003": (40000, 10), "seed002": (5000, 10)}
 def _seed003(args) -> None:
     env = gym.make("banditkit/MNIST-v0", max_steps=args.steps, replace=True)
     agents = common.select(common.seed003_agents(), args.agents)
-    print(f"== MNIST seed003: {list(agents)}, {args.steps} steps, {args.seeds} seeds", flush=True)
+    print(f"== MNIST seed003: {list(agents)}, {args.steps} steps, {common.seeds_text(args)}", flush=True)
+    if args.add_seeds:
+        common.check_add_seeds(args.out, args.tag or "mnist_seed003", agents, common.seed_list(args), args.steps)
+
     def write(res) -> None:
         _write_seed003(args, env, res)
 
-    res = common.run_agents(env, agents, args.steps, args.seeds, progress=args.progress,
+    res = common.run_agents(env, agents, args.steps, common.seed_list(args), progress=args.progress,
                             max_agent_s=args.max_agent_s, chunk=args.chunk, on_agent=write)
     write(res)
 
@@ -69,11 +72,11 @@ def _floors_seed003(s: pd.DataFrame) -> list[common.Floor]:
 
 def _write_seed003(args, env, res) -> None:
     common.write_outputs(
-        res, args.out, args.tag or "mnist_seed003", merge=args.merge,
+        res, args.out, args.tag or "mnist_seed003", merge=args.merge, add_seeds=args.add_seeds,
         title="MNIST bandit, seed 003 protocol (LeNet5)",
-        protocol=f"{args.steps} steps × {args.seeds} seeds, images drawn with replacement, LeNet5 (ELU)",
+        protocol=f"{args.steps} steps × {common.seeds_text(args)}, images drawn with replacement, LeNet5 (ELU)",
         full_command="python benchmarks/bench_mnist.py --protocol seed003 --steps 40000 --seeds 10",
-        floors=_floors_seed003, extra_md=common.references(env, args.steps, args.seeds),
+        floors=_floors_seed003, extra_md=lambda seeds: common.references(env, args.steps, seeds),
         notes=["Rewards are 0/1 (the bsuite ±1 reward mapped by (r+1)/2, as the authors' code did).",
                "All Bayesian agents observe the 0/1 reward of the pulled arm through a Gaussian likelihood "
                "(banditkit's agent default, obs. noise 0.1); the authors used a moment-matched classification "
@@ -94,13 +97,19 @@ def _seed002(args) -> None:
     for mname in models:
         model = MLP(features=(50,), out=10) if mname == "mlp1" else LeNet5(out=10)
         agents = common.seed002_agents(num_actions=10, warmup_per_arm=20, sgd_lr=0.8, nl_buffers=(50, 4800),
-                                       nl_lr=0.01, model=model, full_feedback=(range(args.seeds), args.steps))
+                                       nl_lr=0.01, model=model,
+                                       full_feedback=(common.seed_list(args), args.steps))
         agents = common.select(agents, args.agents)
-        print(f"== MNIST seed002 {mname}: {list(agents)}, {args.steps} steps, {args.seeds} seeds", flush=True)
+        print(f"== MNIST seed002 {mname}: {list(agents)}, {args.steps} steps, {common.seeds_text(args)}",
+              flush=True)
+        if args.add_seeds:
+            common.check_add_seeds(args.out, args.tag or f"mnist_seed002_{mname}", agents, common.seed_list(args),
+                                   args.steps)
+
         def write(res, mname=mname) -> None:
             _write_seed002(args, env, res, mname)
 
-        res = common.run_agents(env, agents, args.steps, args.seeds, progress=args.progress,
+        res = common.run_agents(env, agents, args.steps, common.seed_list(args), progress=args.progress,
                                 max_agent_s=args.max_agent_s, chunk=args.chunk, on_agent=write)
         write(res)
 
@@ -132,13 +141,14 @@ def _floors_seed002(s: pd.DataFrame, mname: str) -> list[common.Floor]:
 
 def _write_seed002(args, env, res, mname: str) -> None:
     common.write_outputs(
-        res, args.out, args.tag or f"mnist_seed002_{mname}", merge=args.merge,
+        res, args.out, args.tag or f"mnist_seed002_{mname}", merge=args.merge, add_seeds=args.add_seeds,
         title=f"MNIST bandit, seed 002 protocol ({mname})",
-        protocol=f"{args.steps} steps × {args.seeds} seeds, a random permutation of the training images, "
+        protocol=f"{args.steps} steps × {common.seeds_text(args)}, a random permutation of the training images, "
                  f"{mname}, Thompson sampling",
         full_command=f"python benchmarks/bench_mnist.py --protocol seed002 --models {mname} --steps 5000 "
                      "--seeds 10",
-        floors=lambda s: _floors_seed002(s, mname), extra_md=common.references(env, args.steps, args.seeds),
+        floors=lambda s: _floors_seed002(s, mname),
+        extra_md=lambda seeds: common.references(env, args.steps, seeds),
         notes=["The paper's numbers (read off its figure, ±50): EKF-Sub-SVD ≈4040 (MLP1) / ≈4400 (LeNet5); "
                "NL-Unlim ≈3000 / ≈3350; Lin ≈1450; EKF-Orig-Diag ≈540.",
                common.RND_NOTE,

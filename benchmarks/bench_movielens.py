@@ -45,12 +45,15 @@ def main(argv=None) -> None:
     common.check_args(args)
     tic = time.perf_counter()
     env = gym.make("banditkit/MovieLens-v0", max_steps=args.steps, rank=args.rank, num_movies=args.num_movies)
-    agents = common.select(agents_for(env, full_feedback=(range(args.seeds), args.steps)), args.agents)
-    print(f"== MovieLens: {list(agents)}, {args.steps} steps, {args.seeds} seeds", flush=True)
+    agents = common.select(agents_for(env, full_feedback=(common.seed_list(args), args.steps)), args.agents)
+    print(f"== MovieLens: {list(agents)}, {args.steps} steps, {common.seeds_text(args)}", flush=True)
+    if args.add_seeds:
+        common.check_add_seeds(args.out, "movielens", agents, common.seed_list(args), args.steps)
+
     def write(res) -> None:
         _write(args, env, res)
 
-    res = common.run_agents(env, agents, args.steps, args.seeds, progress=args.progress,
+    res = common.run_agents(env, agents, args.steps, common.seed_list(args), progress=args.progress,
                             max_agent_s=args.max_agent_s, chunk=args.chunk, on_agent=write)
     write(res)
     print(f"done in {time.perf_counter() - tic:.0f}s", flush=True)
@@ -59,12 +62,12 @@ def main(argv=None) -> None:
 def _write(args, env, res) -> None:
     u = env.unwrapped
     common.write_outputs(
-        res, args.out, "movielens", merge=args.merge,
+        res, args.out, "movielens", merge=args.merge, add_seeds=args.add_seeds,
         title="MovieLens-100k bandit (seed 002 protocol)",
-        protocol=f"{args.steps} steps × {args.seeds} seeds, rank {args.rank}, {args.num_movies} movies, "
+        protocol=f"{args.steps} steps × {common.seeds_text(args)}, rank {args.rank}, {args.num_movies} movies, "
                  f"MLP1 (50 hidden), Thompson sampling",
         full_command="python benchmarks/bench_movielens.py --steps 5000 --seeds 10",
-        reward_label="cum. reward (ratings)", extra_md=common.references(env, args.steps, args.seeds),
+        reward_label="cum. reward (ratings)", extra_md=lambda seeds: common.references(env, args.steps, seeds),
         notes=[f"{u.num_actions} arms; degenerate (rank = number of movies, rewards = raw ratings, 0 for unrated): "
                f"{bool(getattr(u, 'degenerate', False))}.",
                "Paper (text only, Fig. 3): EKF-subspace best by a large margin, then linear, then neural-linear, "

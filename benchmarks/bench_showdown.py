@@ -55,12 +55,14 @@ def main(argv=None) -> None:
         tic = time.perf_counter()
         env = gym.make(f"banditkit/{ds}-v0", max_steps=args.steps)
         agents = common.select(agents_for(env), args.agents)
-        print(f"== {ds}: {len(agents)} agents, {args.steps} steps, {args.seeds} seeds", flush=True)
+        print(f"== {ds}: {len(agents)} agents, {args.steps} steps, {common.seeds_text(args)}", flush=True)
+        if args.add_seeds:
+            common.check_add_seeds(args.out, f"showdown_{ds.lower()}", agents, common.seed_list(args), args.steps)
 
         def write(res, ds=ds, env=env) -> None:
             _write(args, ds, env, res)
 
-        res = common.run_agents(env, agents, args.steps, args.seeds, progress=args.progress,
+        res = common.run_agents(env, agents, args.steps, common.seed_list(args), progress=args.progress,
                                 max_agent_s=args.max_agent_s, chunk=args.chunk, on_agent=write)
         write(res)
         print(f"   {ds} done in {time.perf_counter() - tic:.0f}s", flush=True)
@@ -75,11 +77,11 @@ def _write(args, ds: str, env, res) -> None:
         notes.append("Adult here is the showdown's 14-arm occupation task (seed 002's reference used the "
                      "2-class income label, majority 3776/5000), so the numbers are not comparable with Fig. 2.")
     common.write_outputs(
-        res, args.out, f"showdown_{ds.lower()}", merge=args.merge,
+        res, args.out, f"showdown_{ds.lower()}", merge=args.merge, add_seeds=args.add_seeds,
         title=f"Showdown {ds} (seed 002 protocol)",
-        protocol=f"{args.steps} steps × {args.seeds} seeds, MLP1 (50 hidden), Thompson sampling",
+        protocol=f"{args.steps} steps × {common.seeds_text(args)}, MLP1 (50 hidden), Thompson sampling",
         full_command=f"python benchmarks/bench_showdown.py --datasets {ds} --steps 5000 --seeds 10",
-        notes=notes, extra_md=common.references(env, args.steps, args.seeds))
+        notes=notes, extra_md=lambda seeds: common.references(env, args.steps, seeds))
     write_overview(args.out)
 
 

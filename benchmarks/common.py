@@ -17,6 +17,7 @@ keeps what the plots need.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import platform
 import sys
@@ -44,9 +45,15 @@ def parser(description: str, *, steps: int, seeds: int) -> argparse.ArgumentPars
                    help="run-time cap per agent (s, counted from the end of its first chunk, so compilation is "
                         "excluded): an agent past it is stopped at the end of the current chunk and reported with the "
                         "rounds it finished (marked 'truncated')")
+    p.add_argument("--first-seed", type=int, default=0,
+                   help="run seeds FIRST..FIRST+SEEDS-1 (default 0); with --add-seeds, to add seeds to a table")
     p.add_argument("--merge", action="store_true",
                    help="keep the agents of the existing table that this run does not re-run (their rows in "
                         "TAG_seeds.csv and TAG_curve.csv and their command); the agents run now replace their old rows")
+    p.add_argument("--add-seeds", action="store_true",
+                   help="--merge, but the agents run now keep their old rows too: this run's seeds (which must be "
+                        "new to each agent's rows, e.g. --first-seed 3 after seeds 0-2, with the same --steps) are "
+                        "pooled with them into mean ± s.e. over all seeds")
     p.add_argument("--chunk", type=int, default=None,
                    help="rounds per compiled chunk (default max(25, steps // 40)); the time cap and SIGUSR1 act "
                         "at chunk ends, so a smaller chunk stops a slow agent sooner")
@@ -87,9 +94,26 @@ def check_args(args: argparse.Namespace) -> None:
         raise SystemExit(f"--steps must be >= 1, got {args.steps}")
     if args.seeds < 1:
         raise SystemExit(f"--seeds must be >= 1, got {args.seeds}")
-    if args.seeds < 3:
+    if getattr(args, "first_seed", 0) < 0:
+        raise SystemExit(f"--first-seed must be >= 0, got {args.first_seed}")
+    if getattr(args, "add_seeds", False):
+        args.merge = True
+    elif args.seeds < 3:
         print(f"warning: --seeds {args.seeds} < 3; standard errors will be unreliable", file=sys.stderr)
     os.makedirs(args.out, exist_ok=True)
+
+
+def seed_list(args: argparse.Namespace) -> list[int]:
+    """The seeds this command runs: ``--first-seed`` .. ``--first-seed + --seeds - 1``."""
+    first = int(getattr(args, "first_seed", 0))
+    return list(range(first, first + args.seeds))
+
+
+def seeds_text(args: argparse.Namespace) -> str:
+    """``"5 seeds"``, or ``"2 seeds (3–4)"`` when they do not start at 0 (for a table's protocol line)."""
+    seeds = seed_list(args)
+    span = "" if seeds[0] == 0 else f" ({seeds[0]}–{seeds[-1]})" if len(seeds) > 1 else f" ({seeds[0]})"
+    return f"{len(seeds)} seed{'s' if len(seeds) != 1 else ''}{span}"
 
 
 def select(agents: dict, subset: str) -> dict:
@@ -123,6 +147,7 @@ class _TimeCap(Exception):
 
 
 _STOP = {"flag": False}
+_RUN_COUNTER = itertools.count()
 
 
 def _on_sigusr1(signum, frame) -> None:  # noqa: ARG001
@@ -152,6 +177,7 @@ def run_agents(env, agents: dict[str, Callable], steps: int, seeds: int | Sequen
     (agents not finished yet listed in ``failures`` as pending), so a run that is killed or hangs keeps its tables.
     """
     frames, timing, failures = [], {}, {}
+    run_id = f"{time.strftime('%Y-%m-%dT%H:%M:%S')}/{os.getpid()}/{next(_RUN_COUNTER)}"
     chunk = max(25, steps // 40) if chunk is None else max(1, min(int(chunk), steps))
     install_stop_signal()
     for name, factory in agents.items():
@@ -194,6 +220,7 @@ def run_agents(env, agents: dict[str, Callable], steps: int, seeds: int | Sequen
             _partial(frames, timing, failures, agents, on_agent)
             continue
         t["wall_s"] = time.perf_counter() - tic
+        t["run_id"] = run_id
         timing[name] = t
         frames.append(df)
         per_seed = df.groupby("seed")["reward"].sum()
@@ -251,7 +278,18 @@ def per_seed(res: Result, reward_fn: Callable[[pd.DataFrame], pd.Series] | None 
     # the round by which the runner's health check saw this seed's agent state non-finite (NaN = healthy)
     out["nonfinite_by"] = [res.timing[a].get("nonfinite", {}).get(int(sd), np.nan)
                            for a, sd in zip(out["agent"], out["seed"], strict=True)]
+    # which run_agents call made the row: a table pooled by --add-seeds sums its runs' times
+    out["run_id"] = out["agent"].map(lambda a: res.timing[a].get("run_id", np.nan))
     return out
+
+
+def _runs(g: pd.DataFrame) -> pd.DataFrame:
+    """One row per run (command) among an agent's seed rows; rows written before ``run_id`` existed are told apart
+    by their timing (every seed of one run shares it)."""
+    key = (g["run_id"] if "run_id" in g else pd.Series(np.nan, index=g.index)).astype(object)
+    earlier = ("earlier:" + g["compile_s"].astype(str) + "/" + g["run_s"].astype(str)).astype(object)
+    key = key.where(key.notna(), earlier)
+    return g.assign(_run=key).drop_duplicates("_run")
 
 
 def summary(seeds_df: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
@@ -268,9 +306,10 @@ def summary(seeds_df: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
             late_reward=g["late_reward"].mean() if "late_reward" in g else np.nan,
             late_reward_se=se(g["late_reward"]) if "late_reward" in g else np.nan,
             final_regret=g["final_regret"].mean(), final_regret_se=se(g["final_regret"]),
-            compile_s=g["compile_s"].iloc[0], run_s=g["run_s"].iloc[0],
-            ms_per_step=1e3 * g["per_step_s"].iloc[0],
-            truncated=bool(g["truncated"].iloc[0]) if "truncated" in g else False,
+            # one run: its times; seeds pooled from several runs (--add-seeds): compile per run, run time summed
+            compile_s=_runs(g)["compile_s"].mean(), run_s=_runs(g)["run_s"].sum(),
+            ms_per_step=1e3 * _runs(g)["per_step_s"].sum(),
+            truncated=bool(g["truncated"].astype(bool).any()) if "truncated" in g else False,
             nonfinite_seeds=int(g["nonfinite_by"].notna().sum()) if "nonfinite_by" in g else 0,
         ))
     return pd.DataFrame(rows).set_index("agent") if rows else pd.DataFrame()
@@ -378,12 +417,13 @@ def machine(load: bool = True) -> str:
             f"{commit_note()}")
 
 
-def references(env, steps: int, seeds: int, transform: Callable | None = None) -> str:
+def references(env, steps: int, seeds: int | Sequence[int], transform: Callable | None = None) -> str:
     """Markdown line: cumulative reward of the uniform-random policy and of the oracle (best arm every round),
-    mean ± s.e. over the same seeds, from the env's expected rewards (``transform`` maps them, e.g. ``expm1``)."""
+    mean ± s.e. over the same seeds (``0..seeds-1`` or the listed ones), from the env's expected rewards
+    (``transform`` maps them, e.g. ``expm1``)."""
     u = env.unwrapped
     rnd, orc = [], []
-    for s in range(seeds):
+    for s in (range(seeds) if isinstance(seeds, int) else seeds):
         e = np.asarray(u.functional(s, steps).expected, np.float64)[:steps]
         if transform is not None:
             e = transform(e)
@@ -412,25 +452,34 @@ def write_outputs(res: Result, out: str, tag: str, *, title: str, protocol: str,
                   floors: Sequence[Floor] | Callable[[pd.DataFrame], Sequence[Floor]] = (),
                   order: Sequence[str] | None = None,
                   reward_fn: Callable[[pd.DataFrame], pd.Series] | None = None, reward_label: str = "cum. reward",
-                  extra_md: str = "", merge: bool = False) -> pd.DataFrame:
+                  extra_md: str | Callable[[list[int]], str] = "", merge: bool = False,
+                  add_seeds: bool = False) -> pd.DataFrame:
     """Write ``TAG_seeds.csv``, ``TAG_curve.csv``, ``TAG.md`` and ``TAG_regret.png`` into ``out``; the summary.
 
     ``merge=True`` (the scripts' ``--merge``): the agents of an existing ``TAG_seeds.csv`` / ``TAG_curve.csv`` that
     this run did not run are kept (in their order, this run's agents replacing theirs in place, new ones last), the
     earlier commands and machine lines and the hand-written run notes (from the first ``**Run note`` line to the
     end) are carried into ``TAG.md``, and the plot is drawn from the merged curve.  ``floors`` may be a function of
-    the (merged) summary frame, so a floor is judged on every row of the table, not only this run's."""
+    the (merged) summary frame, so a floor is judged on every row of the table, not only this run's.
+
+    ``add_seeds=True`` (``--add-seeds``, implies ``merge``): the agents run now keep their old rows as well, and
+    this run's seeds are pooled with them (seed rows concatenated; the curve's mean ± s.e. combined exactly from
+    both parts' counts, means and standard errors).  An agent whose old rows share a seed with this run, or ran a
+    different number of rounds, raises ``ValueError`` (:func:`check_add_seeds` says so before a run starts).
+    ``extra_md`` may be a function of the table's seeds (sorted), e.g. :func:`references` over all of them."""
     seeds_df = per_seed(res, reward_fn)
     order = list(order) if order is not None else list(res.timing)
     cur = curve(res)
     seeds_path, curve_path = os.path.join(out, f"{tag}_seeds.csv"), os.path.join(out, f"{tag}_curve.csv")
     commands = [f"`{command_line()}`"]
     machines = [machine()]
-    merged = merge and os.path.exists(seeds_path) and os.path.exists(curve_path)
+    merged = (merge or add_seeds) and os.path.exists(seeds_path) and os.path.exists(curve_path)
     run_notes: list[str] = []
     if merged:
-        seeds_df, cur, order, old_cmds, old_machines, run_notes = _merge_previous(out, tag, seeds_df, cur, order)
-        commands = old_cmds + [f"{commands[0]} (with `--merge`: re-ran {', '.join(sorted(set(res.timing)))})"]
+        seeds_df, cur, order, old_cmds, old_machines, run_notes = _merge_previous(out, tag, seeds_df, cur, order,
+                                                                                  add_seeds)
+        how = "added seeds to" if add_seeds else "re-ran"
+        commands = old_cmds + [f"{commands[0]} (with `--merge`: {how} {', '.join(sorted(set(res.timing)))})"]
         machines = old_machines + machines
     if merged and not seeds_df.empty:
         counts = seeds_df.groupby("agent")["seed"].nunique()
@@ -465,6 +514,8 @@ def write_outputs(res: Result, out: str, tag: str, *, title: str, protocol: str,
     if floors:
         md += ["", "**Floors (issue 5):**", ""]
         md += [f"- {f.description}: **{f.status}** — {f.detail}" for f in floors]
+    if callable(extra_md):
+        extra_md = extra_md(sorted(int(v) for v in seeds_df["seed"].unique())) if not seeds_df.empty else ""
     if extra_md:
         md += ["", extra_md]
     if notes:
@@ -476,15 +527,81 @@ def write_outputs(res: Result, out: str, tag: str, *, title: str, protocol: str,
     return s
 
 
-def _merge_previous(out: str, tag: str, seeds_df: pd.DataFrame, cur: pd.DataFrame, order: list[str]):
-    """The existing table's agents not re-run now, merged with this run's (see ``write_outputs(merge=True)``)."""
-    old_seeds = pd.read_csv(os.path.join(out, f"{tag}_seeds.csv"))
-    old_curve = pd.read_csv(os.path.join(out, f"{tag}_curve.csv"))
+def check_add_seeds(out: str, tag: str, agents: Sequence[str], seeds: Sequence[int], steps: int) -> None:
+    """Refuse (``SystemExit``) an ``--add-seeds`` run whose seeds an agent of table ``TAG`` already has, or whose
+    ``steps`` differ from that agent's rows — before it spends any time."""
+    path = os.path.join(out, f"{tag}_seeds.csv")
+    if not os.path.exists(path):
+        return
+    old = pd.read_csv(path)
+    for agent in agents:
+        g = old[old["agent"] == agent]
+        both = sorted(set(g["seed"].astype(int)) & set(seeds))
+        if both:
+            raise SystemExit(f"--add-seeds: {agent!r} in {path} already has seed(s) {both}; pick new ones with "
+                             f"--first-seed {int(g['seed'].max()) + 1} (or drop --add-seeds to re-run it)")
+        if len(g) and int(g["steps"].max()) != steps:
+            raise SystemExit(f"--add-seeds: {agent!r} in {path} ran {int(g['steps'].max())} rounds, this run "
+                             f"{steps}; pooled seeds need the same --steps")
+
+
+def pool_curves(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """One agent's curve (columns ``step, n, X, X_se`` for ``X`` in cum_regret, cum_reward) over the seeds of two
+    disjoint sets, from each set's count, mean and standard error: with ``v = se² n`` (the sample variance),
+    ``mean = (n₁m₁ + n₂m₂)/n`` and ``v = ((n₁-1)v₁ + (n₂-1)v₂ + n₁n₂/n·(m₁-m₂)²)/(n-1)``, ``n = n₁ + n₂``."""
+    if list(a["step"]) != list(b["step"]):
+        raise ValueError("the two curves were recorded at different steps (different --steps?); cannot pool them")
+    a, b = a.reset_index(drop=True), b.reset_index(drop=True)
+    n1, n2 = a["n"].to_numpy(np.float64), b["n"].to_numpy(np.float64)
+    n = n1 + n2
+    out = a.copy()
+    out["n"] = (n1 + n2).astype(int)
+    for col in ("cum_regret", "cum_reward"):
+        m1, m2 = a[col].to_numpy(np.float64), b[col].to_numpy(np.float64)
+        v1, v2 = a[f"{col}_se"].to_numpy(np.float64) ** 2 * n1, b[f"{col}_se"].to_numpy(np.float64) ** 2 * n2
+        var = ((n1 - 1) * v1 + (n2 - 1) * v2 + n1 * n2 / n * (m1 - m2) ** 2) / np.maximum(n - 1, 1)
+        out[col] = (n1 * m1 + n2 * m2) / n
+        out[f"{col}_se"] = np.sqrt(np.maximum(var, 0.0) / n)
+    return out
+
+
+_BEFORE_RUN: dict[tuple, tuple[pd.DataFrame, pd.DataFrame]] = {}
+
+
+def _merge_previous(out: str, tag: str, seeds_df: pd.DataFrame, cur: pd.DataFrame, order: list[str],
+                    add_seeds: bool = False):
+    """The existing table's agents not re-run now, merged with this run's (see ``write_outputs(merge=True)``);
+    with ``add_seeds`` the agents run now keep their old seeds too (pooled).  A run writes its table after every
+    agent: with ``add_seeds`` the table as it was before the run's first write is kept (per run) and pooled with
+    again, so the later writes do not pool this run's seeds twice."""
+    runs = tuple(sorted(map(str, seeds_df["run_id"].unique()))) if "run_id" in seeds_df else ()
+    key = (os.path.abspath(out), tag, runs)
+    if add_seeds and key in _BEFORE_RUN:
+        old_seeds, old_curve = _BEFORE_RUN[key]
+    else:
+        old_seeds = pd.read_csv(os.path.join(out, f"{tag}_seeds.csv"))
+        old_curve = pd.read_csv(os.path.join(out, f"{tag}_curve.csv"))
+        if add_seeds:
+            _BEFORE_RUN[key] = (old_seeds, old_curve)
     new = set(seeds_df["agent"]) if not seeds_df.empty else set()
     merged_order = list(dict.fromkeys(old_seeds["agent"]))
     merged_order += [a for a in order if a not in merged_order]
-    seeds_df = pd.concat([old_seeds[~old_seeds["agent"].isin(new)], seeds_df], ignore_index=True)
-    cur = pd.concat([old_curve[~old_curve["agent"].isin(new)], cur], ignore_index=True)
+    if add_seeds:
+        pooled = []
+        for agent in sorted(new & set(old_seeds["agent"])):
+            o, n = old_seeds[old_seeds["agent"] == agent], seeds_df[seeds_df["agent"] == agent]
+            if set(o["seed"]) & set(n["seed"]) or int(o["steps"].max()) != int(n["steps"].max()):
+                raise ValueError(f"--add-seeds: {agent!r} has old rows with this run's seeds or other steps "
+                                 f"(old seeds {sorted(o['seed'])}, {int(o['steps'].max())} steps; new "
+                                 f"{sorted(n['seed'])}, {int(n['steps'].max())})")
+            pooled.append(pool_curves(old_curve[old_curve["agent"] == agent], cur[cur["agent"] == agent]))
+        done = {p["agent"].iloc[0] for p in pooled}
+        seeds_df = pd.concat([old_seeds[~old_seeds["agent"].isin(new - done)], seeds_df], ignore_index=True)
+        cur = pd.concat([old_curve[~old_curve["agent"].isin(new)], cur[~cur["agent"].isin(done)], *pooled],
+                        ignore_index=True)
+    else:
+        seeds_df = pd.concat([old_seeds[~old_seeds["agent"].isin(new)], seeds_df], ignore_index=True)
+        cur = pd.concat([old_curve[~old_curve["agent"].isin(new)], cur], ignore_index=True)
     rank = {a: i for i, a in enumerate(merged_order)}
     seeds_df = seeds_df.sort_values("agent", key=lambda c: c.map(rank), kind="stable").reset_index(drop=True)
     cur = cur.sort_values("agent", key=lambda c: c.map(rank), kind="stable").reset_index(drop=True)
@@ -493,7 +610,8 @@ def _merge_previous(out: str, tag: str, seeds_df: pd.DataFrame, cur: pd.DataFram
     cmds, machines, run_notes = [], [], []
     md_path = os.path.join(out, f"{tag}.md")
     if os.path.exists(md_path):
-        lines = open(md_path).read().splitlines()
+        with open(md_path) as fh:
+            lines = fh.read().splitlines()
         first_note = next((i for i, line in enumerate(lines) if line.startswith("**Run note")), None)
         if first_note is not None:
             run_notes = lines[first_note:]

@@ -3,11 +3,13 @@ merged table and carries the hand-written run notes."""
 
 from __future__ import annotations
 
+import argparse
 import pathlib
 import sys
 
 import numpy as np
 import pandas as pd
+import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from benchmarks import common  # noqa: E402
@@ -62,3 +64,72 @@ def test_merged_rows_with_other_seed_counts_are_named_on_the_protocol_line(tmp_p
     assert "**Protocol run:** p (this command; the table's rows have 3–5 seeds, see `seeds`)" in md
     _write(tmp_path, _result({"a": 0.5}, seeds=5), True, ["bench.py", "--merge"], monkeypatch)
     assert "**Protocol run:** p\n" in (tmp_path / "t.md").read_text()  # every row has 5 seeds again
+
+
+def _noisy(agents: list[str], seeds: list[int], steps: int = 30, run_s: float = 2.0) -> common.Result:
+    """Each (agent, seed) earns a seed-dependent Bernoulli stream, so seeds differ and the curve's s.e. is not 0."""
+    rows = []
+    for k, agent in enumerate(agents):
+        for seed in seeds:
+            r = np.random.default_rng(100 * k + seed).random(steps) < 0.3 + 0.05 * seed
+            regret = np.cumsum(1.0 - r)
+            rows += [dict(agent=agent, seed=seed, step=t, reward=float(r[t]), cumulative_regret=float(regret[t]))
+                     for t in range(steps)]
+    run_id = f"test/{seeds}"  # run_agents stamps one id per call
+    timing = {a: dict(compile_s=1.0, run_s=run_s, per_step_s=run_s / steps, wall_s=3.0, run_id=run_id)
+              for a in agents}
+    return common.Result(pd.DataFrame(rows), timing)
+
+
+def _write_seeds(tmp_path, res, argv, monkeypatch, **kw):
+    monkeypatch.setattr(sys, "argv", argv)
+    return common.write_outputs(res, str(tmp_path), "t", title="T", protocol="p", full_command="full",
+                                extra_md=lambda seeds: f"table seeds {seeds}", **kw)
+
+
+def test_add_seeds_pools_seed_rows_and_curves_exactly(tmp_path, monkeypatch):
+    _write_seeds(tmp_path, _noisy(["a", "b"], [0, 1, 2]), ["bench.py"], monkeypatch)
+    more = _noisy(["a"], [3, 4], run_s=5.0)
+    for _ in range(2):  # a run writes its table after every agent and at the end: pooled once, not twice
+        s = _write_seeds(tmp_path, more, ["bench.py", "--add-seeds"], monkeypatch, add_seeds=True)
+    direct = _noisy(["a", "b"], [0, 1, 2, 3, 4])
+    want = common.summary(common.per_seed(direct), ["a", "b"])
+    # a: the five seeds' mean ± s.e. (as if run at once); b: its three seeds, untouched
+    np.testing.assert_allclose(s.loc["a", ["cum_reward", "cum_reward_se", "final_regret_se"]].astype(float),
+                               want.loc["a", ["cum_reward", "cum_reward_se", "final_regret_se"]].astype(float))
+    assert (s.loc["a", "seeds"], s.loc["b", "seeds"]) == (5, 3)
+    assert (s.loc["a", "run_s"], s.loc["a", "compile_s"], s.loc["b", "run_s"]) == (7.0, 1.0, 2.0)  # runs summed
+    np.testing.assert_allclose(s.loc["a", "ms_per_step"], 1e3 * (2.0 + 5.0) / 30)
+    cur = pd.read_csv(tmp_path / "t_curve.csv")
+    exact = common.curve(direct)
+    for agent, n in (("a", 5), ("b", 3)):
+        got, ref = cur[cur["agent"] == agent].reset_index(drop=True), exact[exact["agent"] == agent]
+        assert set(got["n"]) == {n}
+        if agent == "a":
+            cols = ["step", "cum_regret", "cum_regret_se", "cum_reward", "cum_reward_se"]
+            np.testing.assert_allclose(got[cols].to_numpy(float), ref.reset_index(drop=True)[cols].to_numpy(float),
+                                       rtol=1e-10, atol=1e-12)
+    md = (tmp_path / "t.md").read_text()
+    assert "added seeds to a" in md and "table seeds [0, 1, 2, 3, 4]" in md
+    assert list(pd.read_csv(tmp_path / "t_seeds.csv").query("agent == 'a'")["seed"]) == [0, 1, 2, 3, 4]
+
+
+def test_add_seeds_refuses_seeds_or_steps_an_agent_already_has(tmp_path, monkeypatch):
+    _write_seeds(tmp_path, _noisy(["a"], [0, 1, 2]), ["bench.py"], monkeypatch)
+    with pytest.raises(SystemExit, match=r"already has seed\(s\) \[2\].*--first-seed 3"):
+        common.check_add_seeds(str(tmp_path), "t", ["a"], [2, 3], 30)
+    with pytest.raises(SystemExit, match="ran 30 rounds, this run 40"):
+        common.check_add_seeds(str(tmp_path), "t", ["a"], [3, 4], 40)
+    common.check_add_seeds(str(tmp_path), "t", ["a", "new_agent"], [3, 4], 30)  # fine: new seeds, same steps
+    with pytest.raises(ValueError, match="old seeds \\[0, 1, 2\\]"):
+        _write_seeds(tmp_path, _noisy(["a"], [2, 3]), ["bench.py", "--add-seeds"], monkeypatch, add_seeds=True)
+
+
+def test_seed_list_and_its_protocol_text():
+    args = common.parser("d", steps=10, seeds=3).parse_args(["--seeds", "2", "--first-seed", "3", "--add-seeds"])
+    common.check_args(argparse.Namespace(**{**vars(args), "out": "/tmp", "blas_threads": "system"}))
+    assert common.seed_list(args) == [3, 4] and common.seeds_text(args) == "2 seeds (3–4)"
+    assert common.seeds_text(common.parser("d", steps=10, seeds=3).parse_args([])) == "3 seeds"
+    with pytest.raises(SystemExit, match="--first-seed must be >= 0"):
+        common.check_args(common.parser("d", steps=10, seeds=3).parse_args(["--first-seed", "-1",
+                                                                             "--blas-threads", "system"]))
