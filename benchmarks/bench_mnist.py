@@ -114,6 +114,18 @@ def _seed002(args) -> None:
         write(res)
 
 
+# the subspace EKFs that learn from bandit feedback only (the diagnostics `_fullwarm*` / `_r1e-3` are left out)
+SUBSPACE_BANDIT_AGENTS = ("ekf_sub_svd", "ekf_sub_svd_diag", "ekf_sub_rnd", "ekf_sub_rnd_diag", "ekf_sub_rnd_nowarm",
+                          "ekf_sub_rnd_diag_nowarm", "ekf_sub_svd_clip0.1", "ekf_sub_svd_diag_clip0.1")
+
+
+def _valid(s: pd.DataFrame, names) -> tuple[list[str], list[str]]:
+    """The agents of ``names`` in summary ``s`` whose every seed stayed finite, and those with a NaN/inf seed."""
+    present = [a for a in names if a in s.index]
+    bad = [a for a in present if s.loc[a].get("nonfinite_seeds", 0)]
+    return [a for a in present if a not in bad], bad
+
+
 def _floors_seed002(s: pd.DataFrame, mname: str) -> list[common.Floor]:
     """Issue 5's seed-002 floors for model ``mname``, judged on the (merged) summary ``s``."""
     floors = []
@@ -125,16 +137,20 @@ def _floors_seed002(s: pd.DataFrame, mname: str) -> list[common.Floor]:
             f"= {r.mean_reward:.4f} ± {r.mean_reward_se:.4f} per round"
             + ("" if r.steps >= 5000 else " (fewer steps than the protocol: not assessed)"),
             assessed=bool(r.steps >= 5000)))
-    sub = [a for a in ("ekf_sub_svd", "ekf_sub_rnd") if a in s.index]
-    nl = [a for a in ("neural_linear_lim", "neural_linear_unlim", "neural_linear_unlim_mb") if a in s.index]
+    sub, bad_sub = _valid(s, SUBSPACE_BANDIT_AGENTS)
+    nl, bad_nl = _valid(s, ("neural_linear_lim", "neural_linear_unlim", "neural_linear_unlim_mb"))
     if sub and nl and "linear" in s.index:
-        best_sub = max(s.loc[a, "cum_reward"] for a in sub)
-        best_nl = max(s.loc[a, "cum_reward"] for a in nl)
+        best_sub = max(sub, key=lambda a: s.loc[a, "cum_reward"])
+        best_nl = max(nl, key=lambda a: s.loc[a, "cum_reward"])
         lin = s.loc["linear", "cum_reward"]
         full = all(s.loc[a, "steps"] >= 5000 for a in [*sub, *nl, "linear"])
+        left_out = bad_sub + bad_nl
         floors.append(common.Floor(
-            f"ordering EKF-subspace > neural-linear > linear ({mname})", bool(best_sub > best_nl > lin),
-            f"best subspace {best_sub:.1f}, best neural-linear {best_nl:.1f}, linear {lin:.1f}"
+            f"ordering EKF-subspace > neural-linear > linear ({mname})",
+            bool(s.loc[best_sub, "cum_reward"] > s.loc[best_nl, "cum_reward"] > lin),
+            f"best subspace {s.loc[best_sub, 'cum_reward']:.1f} ({best_sub}), best neural-linear "
+            f"{s.loc[best_nl, 'cum_reward']:.1f} ({best_nl}), linear {lin:.1f}"
+            + (f"; left out, NaN/inf state in a seed: {', '.join(left_out)}" if left_out else "")
             + ("" if full else " (some agent ran fewer than 5000 steps: not assessed)"), assessed=full))
     return floors
 

@@ -133,3 +133,19 @@ def test_seed_list_and_its_protocol_text():
     with pytest.raises(SystemExit, match="--first-seed must be >= 0"):
         common.check_args(common.parser("d", steps=10, seeds=3).parse_args(["--first-seed", "-1",
                                                                              "--blas-threads", "system"]))
+
+
+def test_seed002_ordering_floor_leaves_out_rows_with_a_nonfinite_seed_and_names_the_best():
+    from benchmarks import bench_mnist
+
+    rows = {"ekf_sub_svd": (4000.0, 1), "ekf_sub_svd_clip0.1": (2400.0, 0), "ekf_sub_svd_fullwarm": (4900.0, 0),
+            "neural_linear_unlim_mb": (3600.0, 0), "neural_linear_lim": (800.0, 0), "linear": (2200.0, 0)}
+    s = pd.DataFrame({"cum_reward": [v for v, _ in rows.values()], "nonfinite_seeds": [b for _, b in rows.values()],
+                      "steps": 5000}, index=list(rows))
+    (floor,) = bench_mnist._floors_seed002(s, "mlp1")
+    assert not floor.met and floor.assessed  # 2400 (the finite subspace row) < 3600; the NaN row's 4000 not used
+    assert floor.detail.startswith("best subspace 2400.0 (ekf_sub_svd_clip0.1), best neural-linear 3600.0 "
+                                   "(neural_linear_unlim_mb), linear 2200.0")
+    assert "left out, NaN/inf state in a seed: ekf_sub_svd" in floor.detail  # the label-reading diagnostic never counts
+    s.loc["ekf_sub_svd_clip0.1", "cum_reward"] = 3700.0
+    assert bench_mnist._floors_seed002(s, "mlp1")[0].met
