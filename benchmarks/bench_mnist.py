@@ -135,6 +135,9 @@ def _floors_seed002(s: pd.DataFrame, mname: str) -> list[common.Floor]:
             "EKF-Sub-SVD on LeNet5 ≥ 4400/5000 (≥ 0.88 per round)", bool(r.mean_reward >= 0.88),
             f"measured {r.cum_reward:.1f} ± {r.cum_reward_se:.1f} over {int(r.steps)} steps "
             f"= {r.mean_reward:.4f} ± {r.mean_reward_se:.4f} per round"
+            + (f"; the agent state went NaN/inf in {int(r.nonfinite_seeds)} of {int(r.seeds)} seeds (their "
+               "rounds after it count as pulls of arm 0): not a valid result"
+               if r.get("nonfinite_seeds", 0) else "")
             + ("" if r.steps >= 5000 else " (fewer steps than the protocol: not assessed)"),
             assessed=bool(r.steps >= 5000)))
     sub, bad_sub = _valid(s, SUBSPACE_BANDIT_AGENTS)

@@ -149,3 +149,14 @@ def test_seed002_ordering_floor_leaves_out_rows_with_a_nonfinite_seed_and_names_
     assert "left out, NaN/inf state in a seed: ekf_sub_svd" in floor.detail  # the label-reading diagnostic never counts
     s.loc["ekf_sub_svd_clip0.1", "cum_reward"] = 3700.0
     assert bench_mnist._floors_seed002(s, "mlp1")[0].met
+
+
+def test_seed002_lenet5_floor_says_when_seeds_went_nonfinite():
+    from benchmarks import bench_mnist
+
+    s = pd.DataFrame(dict(cum_reward=[1600.0], cum_reward_se=[500.0], mean_reward=[0.32], mean_reward_se=[0.1],
+                          steps=[5000], seeds=[5], nonfinite_seeds=[2]), index=["ekf_sub_svd"])
+    (floor,) = bench_mnist._floors_seed002(s, "lenet5")
+    assert not floor.met and "NaN/inf in 2 of 5 seeds" in floor.detail and "not a valid result" in floor.detail
+    s["nonfinite_seeds"] = 0
+    assert "NaN" not in bench_mnist._floors_seed002(s, "lenet5")[0].detail
