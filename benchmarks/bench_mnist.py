@@ -46,8 +46,7 @@ def _seed003(args) -> None:
     def write(res) -> None:
         _write_seed003(args, env, res)
 
-    res = common.run_agents(env, agents, args.steps, common.seed_list(args), progress=args.progress,
-                            max_agent_s=args.max_agent_s, chunk=args.chunk, on_agent=write)
+    res = common.run_or_render(args, env, agents, on_agent=write)
     write(res)
 
 
@@ -74,7 +73,7 @@ def _write_seed003(args, env, res) -> None:
     common.write_outputs(
         res, args.out, args.tag or "mnist_seed003", merge=args.merge, add_seeds=args.add_seeds,
         title="MNIST bandit, seed 003 protocol (LeNet5)",
-        protocol=f"{args.steps} steps × {common.seeds_text(args)}, images drawn with replacement, LeNet5 (ELU)",
+        protocol=f"{args.steps} steps × {{seeds}}, images drawn with replacement, LeNet5 (ELU)",
         full_command="python benchmarks/bench_mnist.py --protocol seed003 --steps 40000 --seeds 10",
         floors=_floors_seed003, extra_md=lambda seeds: common.references(env, args.steps, seeds),
         notes=["Rewards are 0/1 (the bsuite ±1 reward mapped by (r+1)/2, as the authors' code did).",
@@ -109,8 +108,7 @@ def _seed002(args) -> None:
         def write(res, mname=mname) -> None:
             _write_seed002(args, env, res, mname)
 
-        res = common.run_agents(env, agents, args.steps, common.seed_list(args), progress=args.progress,
-                                max_agent_s=args.max_agent_s, chunk=args.chunk, on_agent=write)
+        res = common.run_or_render(args, env, agents, on_agent=write)
         write(res)
 
 
@@ -162,7 +160,7 @@ def _write_seed002(args, env, res, mname: str) -> None:
     common.write_outputs(
         res, args.out, args.tag or f"mnist_seed002_{mname}", merge=args.merge, add_seeds=args.add_seeds,
         title=f"MNIST bandit, seed 002 protocol ({mname})",
-        protocol=f"{args.steps} steps × {common.seeds_text(args)}, a random permutation of the training images, "
+        protocol=f"{args.steps} steps × {{seeds}}, a random permutation of the training images, "
                  f"{mname}, Thompson sampling",
         full_command=f"python benchmarks/bench_mnist.py --protocol seed002 --models {mname} --steps 5000 "
                      "--seeds 10",

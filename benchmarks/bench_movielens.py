@@ -53,8 +53,7 @@ def main(argv=None) -> None:
     def write(res) -> None:
         _write(args, env, res)
 
-    res = common.run_agents(env, agents, args.steps, common.seed_list(args), progress=args.progress,
-                            max_agent_s=args.max_agent_s, chunk=args.chunk, on_agent=write)
+    res = common.run_or_render(args, env, agents, on_agent=write)
     write(res)
     print(f"done in {time.perf_counter() - tic:.0f}s", flush=True)
 
@@ -64,7 +63,7 @@ def _write(args, env, res) -> None:
     common.write_outputs(
         res, args.out, "movielens", merge=args.merge, add_seeds=args.add_seeds,
         title="MovieLens-100k bandit (seed 002 protocol)",
-        protocol=f"{args.steps} steps × {common.seeds_text(args)}, rank {args.rank}, {args.num_movies} movies, "
+        protocol=f"{args.steps} steps × {{seeds}}, rank {args.rank}, {args.num_movies} movies, "
                  f"MLP1 (50 hidden), Thompson sampling",
         full_command="python benchmarks/bench_movielens.py --steps 5000 --seeds 10",
         reward_label="cum. reward (ratings)", extra_md=lambda seeds: common.references(env, args.steps, seeds),

@@ -62,8 +62,7 @@ def main(argv=None) -> None:
         def write(res, ds=ds, env=env) -> None:
             _write(args, ds, env, res)
 
-        res = common.run_agents(env, agents, args.steps, common.seed_list(args), progress=args.progress,
-                                max_agent_s=args.max_agent_s, chunk=args.chunk, on_agent=write)
+        res = common.run_or_render(args, env, agents, on_agent=write)
         write(res)
         print(f"   {ds} done in {time.perf_counter() - tic:.0f}s", flush=True)
 
@@ -79,7 +78,7 @@ def _write(args, ds: str, env, res) -> None:
     common.write_outputs(
         res, args.out, f"showdown_{ds.lower()}", merge=args.merge, add_seeds=args.add_seeds,
         title=f"Showdown {ds} (seed 002 protocol)",
-        protocol=f"{args.steps} steps × {common.seeds_text(args)}, MLP1 (50 hidden), Thompson sampling",
+        protocol=f"{args.steps} steps × {{seeds}}, MLP1 (50 hidden), Thompson sampling",
         full_command=f"python benchmarks/bench_showdown.py --datasets {ds} --steps 5000 --seeds 10",
         notes=notes, extra_md=lambda seeds: common.references(env, args.steps, seeds))
     write_overview(args.out)

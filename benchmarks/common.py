@@ -54,6 +54,9 @@ def parser(description: str, *, steps: int, seeds: int) -> argparse.ArgumentPars
                    help="--merge, but the agents run now keep their old rows too: this run's seeds (which must be "
                         "new to each agent's rows, e.g. --first-seed 3 after seeds 0-2, with the same --steps) are "
                         "pooled with them into mean ± s.e. over all seeds")
+    p.add_argument("--render", action="store_true",
+                   help="run nothing: rewrite TAG.md and its plot from the existing TAG_seeds.csv / TAG_curve.csv with "
+                        "this code's floors and notes (its commands, machines and protocol line kept)")
     p.add_argument("--chunk", type=int, default=None,
                    help="rounds per compiled chunk (default max(25, steps // 40)); the time cap and SIGUSR1 act "
                         "at chunk ends, so a smaller chunk stops a slow agent sooner")
@@ -107,6 +110,21 @@ def seed_list(args: argparse.Namespace) -> list[int]:
     """The seeds this command runs: ``--first-seed`` .. ``--first-seed + --seeds - 1``."""
     first = int(getattr(args, "first_seed", 0))
     return list(range(first, first + args.seeds))
+
+
+def seeds_description(df: pd.DataFrame) -> str:
+    """The seeds of a frame with ``agent`` and ``seed`` columns: ``"5 seeds"`` (0..4), ``"2 seeds (3–4)"``, or
+    ``"3–5 seeds (per row: see `seeds`)"`` when the agents' seed sets differ."""
+    if df.empty:
+        return "no seeds"
+    sets = {frozenset(int(v) for v in g) for _, g in df.groupby("agent")["seed"]}
+    if len(sets) > 1:
+        sizes = sorted(len(x) for x in sets)
+        return f"{sizes[0]}–{sizes[-1]} seeds (per row: see `seeds`)"
+    seeds = sorted(next(iter(sets)))
+    span = "" if seeds == list(range(len(seeds))) else (
+        f" ({seeds[0]}–{seeds[-1]})" if seeds == list(range(seeds[0], seeds[-1] + 1)) else f" ({seeds})")
+    return f"{len(seeds)} seed{'s' if len(seeds) != 1 else ''}{span}"
 
 
 def seeds_text(args: argparse.Namespace) -> str:
@@ -231,6 +249,17 @@ def run_agents(env, agents: dict[str, Callable], steps: int, seeds: int | Sequen
         sys.stdout.flush()
         _partial(frames, timing, failures, agents, on_agent)
     return _result(frames, timing, failures)
+
+
+def run_or_render(args: argparse.Namespace, env, agents: dict[str, Callable],
+                  on_agent: Callable[[Result], None] | None = None) -> Result:
+    """:func:`run_agents` over ``--seeds`` / ``--first-seed`` with the command's options, or with ``--render`` an
+    empty result (``write_outputs`` then rewrites the existing table as it is)."""
+    if getattr(args, "render", False):
+        print("--render: no agent runs; the table is rewritten from its CSVs", flush=True)
+        return _result([], {}, {})
+    return run_agents(env, agents, args.steps, seed_list(args), progress=args.progress, max_agent_s=args.max_agent_s,
+                      chunk=args.chunk, on_agent=on_agent)
 
 
 def _result(frames: list, timing: dict, failures: dict) -> Result:
@@ -473,7 +502,10 @@ def write_outputs(res: Result, out: str, tag: str, *, title: str, protocol: str,
     seeds_path, curve_path = os.path.join(out, f"{tag}_seeds.csv"), os.path.join(out, f"{tag}_curve.csv")
     commands = [f"`{command_line()}`"]
     machines = [machine()]
-    merged = (merge or add_seeds) and os.path.exists(seeds_path) and os.path.exists(curve_path)
+    render = res.frame.empty and not res.timing and not res.failures  # --render: rewrite the table, run nothing
+    merged = (merge or add_seeds or render) and os.path.exists(seeds_path) and os.path.exists(curve_path)
+    if render and not merged:
+        raise SystemExit(f"--render: no {seeds_path} / {curve_path} to rewrite the table from")
     run_notes: list[str] = []
     if merged:
         seeds_df, cur, order, old_cmds, old_machines, run_notes = _merge_previous(out, tag, seeds_df, cur, order,
@@ -481,7 +513,14 @@ def write_outputs(res: Result, out: str, tag: str, *, title: str, protocol: str,
         how = "added seeds to" if add_seeds else "re-ran"
         commands = old_cmds + [f"{commands[0]} (with `--merge`: {how} {', '.join(sorted(set(res.timing)))})"]
         machines = old_machines + machines
-    if merged and not seeds_df.empty:
+        if render:
+            commands, machines = old_cmds, old_machines
+    if "{seeds}" in protocol:  # the table's seeds, and the last command's where they differ
+        table, this = seeds_description(seeds_df), seeds_description(res.frame)
+        protocol = protocol.replace("{seeds}", table)
+        if merged and not render and this != table:
+            protocol += f" (the last command above ran {this})"
+    elif merged and not seeds_df.empty:
         counts = seeds_df.groupby("agent")["seed"].nunique()
         if counts.nunique() > 1:  # the protocol line names this run's seeds; the kept rows may have other counts
             protocol += f" (this command; the table's rows have {counts.min()}–{counts.max()} seeds, see `seeds`)"

@@ -160,3 +160,29 @@ def test_seed002_lenet5_floor_says_when_seeds_went_nonfinite():
     assert not floor.met and "NaN/inf in 2 of 5 seeds" in floor.detail and "not a valid result" in floor.detail
     s["nonfinite_seeds"] = 0
     assert "NaN" not in bench_mnist._floors_seed002(s, "lenet5")[0].detail
+
+
+def test_protocol_line_names_the_tables_seeds_and_render_rewrites_without_running(tmp_path, monkeypatch):
+    def write(res, argv, **kw):
+        monkeypatch.setattr(sys, "argv", argv)
+        return common.write_outputs(res, str(tmp_path), "t", title="T", protocol="20 steps × {seeds}, model",
+                                    full_command="full", floors=_floors, **kw)
+
+    write(_noisy(["a", "b"], [0, 1, 2]), ["bench.py"])
+    assert "**Protocol run:** 20 steps × 3 seeds, model\n" in (tmp_path / "t.md").read_text()
+    write(_noisy(["a", "b"], [3, 4]), ["bench.py", "--add-seeds"], add_seeds=True)
+    md = (tmp_path / "t.md").read_text()
+    assert "**Protocol run:** 20 steps × 5 seeds, model (the last command above ran 2 seeds (3–4))\n" in md
+    write(_noisy(["b"], [0, 1]), ["bench.py", "--merge"], merge=True)  # b re-run on two seeds: rows differ
+    assert "× 2–5 seeds (per row: see `seeds`), model (the last command above ran 2 seeds)" in (
+        tmp_path / "t.md").read_text()
+
+    (tmp_path / "t.md").write_text((tmp_path / "t.md").read_text().replace("a beats b", "old floor text"))
+    write(common.Result(pd.DataFrame(), {}, {}), ["bench.py", "--render"])  # what --render passes
+    md = (tmp_path / "t.md").read_text()
+    assert "old floor text" not in md and "a beats b: **" in md  # floors judged again by this code
+    assert "--render" not in md and md.count("- `python bench.py") == 3  # no command added
+    assert "× 2–5 seeds (per row: see `seeds`), model\n" in md
+    with pytest.raises(SystemExit, match="--render: no"):
+        common.write_outputs(common.Result(pd.DataFrame(), {}, {}), str(tmp_path / "none"), "t", title="T",
+                             protocol="p", full_command="f")
