@@ -52,7 +52,7 @@ changes only ``≈ 20`` coordinates of it.  It keeps a network surrogate's queri
 (away from the data an ELU network's mean keeps growing, and a global maximiser chases those spurious peaks).
 Measured (``benchmarks/results/bo_notes.md``, 5 seeds, whole cube → box): HiLoFi-TS Hartmann6 0.68 → 0.46,
 Ackley10 4.0 → 2.3, Ackley50 8.8 → 7.2, DrawNN50 145 → 67, Branin 1.3 → 0.65, but Ackley5 0.70 → 1.03 and
-DrawNN200 717 → 818 (3 seeds); average rank over the 8 tasks 9.25 → 5.50; exact GP-EI (L-BFGS) Ackley5 1.7 → 0.17,
+DrawNN200 704 → 797 (5 seeds); average rank over the 8 tasks 9.25 → 5.50; exact GP-EI (L-BFGS) Ackley5 1.7 → 0.17,
 Ackley50 6.4 → 5.7, DrawNN50 100 → 29, no task worse beyond a standard error.  So it is the default for Thompson
 sampling and for the GP.  Not for EI / PI / UCB with a network: HiLoFi-EI improved on 5 of 7 tasks (DrawNN50
 207 → 120), but its box collapsed around a poor incumbent on Branin (regret 0.13 → 1.8, every seed worse);
