@@ -328,6 +328,7 @@ def summary(seeds_df: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
         g = seeds_df[seeds_df["agent"] == agent]
         if g.empty:
             continue
+        runs = _runs(g)
         rows.append(dict(
             agent=agent, seeds=len(g), steps=int(g["steps"].iloc[0]),
             cum_reward=g["cum_reward"].mean(), cum_reward_se=se(g["cum_reward"]),
@@ -336,8 +337,7 @@ def summary(seeds_df: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
             late_reward_se=se(g["late_reward"]) if "late_reward" in g else np.nan,
             final_regret=g["final_regret"].mean(), final_regret_se=se(g["final_regret"]),
             # one run: its times; seeds pooled from several runs (--add-seeds): compile per run, run time summed
-            compile_s=_runs(g)["compile_s"].mean(), run_s=_runs(g)["run_s"].sum(),
-            ms_per_step=1e3 * _runs(g)["per_step_s"].sum(),
+            compile_s=runs["compile_s"].mean(), run_s=runs["run_s"].sum(), ms_per_step=1e3 * runs["per_step_s"].sum(),
             truncated=bool(g["truncated"].astype(bool).any()) if "truncated" in g else False,
             nonfinite_seeds=int(g["nonfinite_by"].notna().sum()) if "nonfinite_by" in g else 0,
         ))
