@@ -56,7 +56,7 @@ def parser(description: str, *, steps: int, seeds: int) -> argparse.ArgumentPars
                         "pooled with them into mean ± s.e. over all seeds")
     p.add_argument("--render", action="store_true",
                    help="run nothing: rewrite TAG.md and its plot from the existing TAG_seeds.csv / TAG_curve.csv with "
-                        "this code's floors and notes (its commands, machines and protocol line kept)")
+                        "this code's floors and notes (its commands and machines kept)")
     p.add_argument("--chunk", type=int, default=None,
                    help="rounds per compiled chunk (default max(25, steps // 40)); the time cap and SIGUSR1 act "
                         "at chunk ends, so a smaller chunk stops a slow agent sooner")
@@ -121,17 +121,23 @@ def seeds_description(df: pd.DataFrame) -> str:
     if len(sets) > 1:
         sizes = sorted(len(x) for x in sets)
         return f"{sizes[0]}–{sizes[-1]} seeds (per row: see `seeds`)"
-    seeds = sorted(next(iter(sets)))
-    span = "" if seeds == list(range(len(seeds))) else (
-        f" ({seeds[0]}–{seeds[-1]})" if seeds == list(range(seeds[0], seeds[-1] + 1)) else f" ({seeds})")
+    return _describe_seeds(sorted(next(iter(sets))))
+
+
+def _describe_seeds(seeds: list[int]) -> str:
+    """``"5 seeds"`` for 0..4, ``"2 seeds (3–4)"`` for another run of consecutive seeds, else the list."""
+    if seeds == list(range(len(seeds))):
+        span = ""
+    elif len(seeds) == 1:
+        span = f" ({seeds[0]})"
+    else:
+        span = f" ({seeds[0]}–{seeds[-1]})" if seeds == list(range(seeds[0], seeds[-1] + 1)) else f" ({seeds})"
     return f"{len(seeds)} seed{'s' if len(seeds) != 1 else ''}{span}"
 
 
 def seeds_text(args: argparse.Namespace) -> str:
-    """``"5 seeds"``, or ``"2 seeds (3–4)"`` when they do not start at 0 (for a table's protocol line)."""
-    seeds = seed_list(args)
-    span = "" if seeds[0] == 0 else f" ({seeds[0]}–{seeds[-1]})" if len(seeds) > 1 else f" ({seeds[0]})"
-    return f"{len(seeds)} seed{'s' if len(seeds) != 1 else ''}{span}"
+    """The command's seeds, as :func:`seeds_description` words a table's: ``"5 seeds"``, ``"2 seeds (3–4)"``."""
+    return _describe_seeds(seed_list(args))
 
 
 def select(agents: dict, subset: str) -> dict:
@@ -594,7 +600,7 @@ def pool_curves(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
     n1, n2 = a["n"].to_numpy(np.float64), b["n"].to_numpy(np.float64)
     n = n1 + n2
     out = a.copy()
-    out["n"] = (n1 + n2).astype(int)
+    out["n"] = n.astype(int)
     for col in ("cum_regret", "cum_reward"):
         m1, m2 = a[col].to_numpy(np.float64), b[col].to_numpy(np.float64)
         v1, v2 = a[f"{col}_se"].to_numpy(np.float64) ** 2 * n1, b[f"{col}_se"].to_numpy(np.float64) ** 2 * n2
