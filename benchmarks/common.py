@@ -130,8 +130,10 @@ def _describe_seeds(seeds: list[int]) -> str:
         span = ""
     elif len(seeds) == 1:
         span = f" ({seeds[0]})"
+    elif seeds == list(range(seeds[0], seeds[-1] + 1)):
+        span = f" ({seeds[0]}–{seeds[-1]})"
     else:
-        span = f" ({seeds[0]}–{seeds[-1]})" if seeds == list(range(seeds[0], seeds[-1] + 1)) else f" ({seeds})"
+        span = f" ({seeds})"
     return f"{len(seeds)} seed{'s' if len(seeds) != 1 else ''}{span}"
 
 
