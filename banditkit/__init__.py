@@ -2,7 +2,8 @@
 
 ``import banditkit as bk`` registers the Gymnasium environments (``banditkit/...-v0``) and exposes the
 subpackages ``posteriors, likelihoods, models, policies, agents, environments, datasets, bo, experiments,
-plotting, memory, threads, convs`` plus the shortcuts ``bk.run, bk.compare, bk.summarize, bk.plot_regret, bk.BayesOpt``.
+plotting, memory, threads, convs, rng`` plus the shortcuts ``bk.run, bk.compare, bk.summarize, bk.plot_regret,
+bk.BayesOpt``.
 """
 
 __version__ = "0.1.0"
@@ -23,6 +24,7 @@ from banditkit import (  # noqa: F401
     plotting,
     policies,
     posteriors,
+    rng,
     threads,
     validation,
 )

@@ -30,6 +30,8 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import solve_triangular
 
+from banditkit import rng
+
 Array = jax.Array
 
 
@@ -228,7 +230,7 @@ def orthonormal_rows(key: Array, rank: int, dim: int, dtype=jnp.float32) -> Arra
     Used to initialise low-rank factors with dense rows (seed 003 erratum 14.2.3: a coordinate
     initialisation ``[I | 0]`` freezes all but ``d`` parameters when ``q = 0``).
     """
-    m = jax.random.normal(key, (dim, rank), dtype)
+    m = rng.normal(key, (dim, rank), dtype)
     q, r = jnp.linalg.qr(m, mode="reduced")
     q = q * jnp.where(jnp.diag(r) < 0, -1.0, 1.0).astype(dtype)[None, :]
     return q.T

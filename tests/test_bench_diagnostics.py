@@ -139,3 +139,17 @@ def test_diag_bo_highdim_runs_any_bench_task(tmp_path):
     assert final.true_z_opt >= final.true_z_best  # on the maximised scale the minimiser beats any incumbent
     with pytest.raises(SystemExit, match="unknown task"):
         diag_bo_highdim.main(["--task", "rosenbrock", "--out", str(tmp_path)])
+
+
+def test_bench_compile_checks_the_values_and_writes_the_table(tmp_path):
+    from benchmarks import bench_compile
+
+    bench_compile.main(["--only", "uniform", "--reps", "1", "--out", str(tmp_path)])
+    import pandas as pd
+
+    df = pd.read_csv(tmp_path / "compile.csv")
+    assert list(df.case) == ["uniform (1000, 6)"] and bool(df.bit_identical.iloc[0])
+    assert (df.jax_random_s > 0).all() and (df.bk_rng_s > 0).all()
+    assert "| uniform (1000, 6) |" in (tmp_path / "compile.md").read_text()
+    with pytest.raises(SystemExit, match="no case"):
+        bench_compile.main(["--only", "nothing-like-this", "--out", str(tmp_path)])

@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from fast_compile import compiled_call
 
 import banditkit as bk
 from banditkit.likelihoods import Bernoulli, Categorical, Gaussian
@@ -97,18 +98,6 @@ def _max_diff(a, b):
                if np.issubdtype(np.asarray(u).dtype, np.floating))
 
 
-# Compile time dominates these tests: compile with LLVM's cheap pipeline (the graphs are tiny; results are the
-# same maths).  Falls back to the default compiler if this JAX does not take the options.
-FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
-
-
-def compiled_call(fn, *args):
-    lowered = jax.jit(fn).lower(*args)
-    try:
-        exe = lowered.compile(FAST_COMPILE)
-    except Exception:  # pragma: no cover - older/newer JAX without compiler options
-        exe = lowered.compile()
-    return exe(*args)
 
 
 def _run_configs(name, out, apply_fn, lik, params, xs, ys, configs):
@@ -250,8 +239,7 @@ def test_contract(name):
     checks of the module docstring."""
     g_traced, g_check = _gaussian_part(name)
     c_traced, c_check, liks = _classification_part(name)
-    res = compiled_call(lambda k: (g_traced(k), c_traced(k)), jax.random.PRNGKey(4))
-    g_res, c_res = jax.tree_util.tree_map(np.asarray, res)
+    g_res, c_res = compiled_call(lambda k: (g_traced(k), c_traced(k)), jax.random.PRNGKey(4))
     g_check(g_res)
     c_check(c_res)
     if len(liks) < 2:

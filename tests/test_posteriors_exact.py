@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from fast_compile import compiled_call
 
 import banditkit as bk
 from banditkit.likelihoods import Gaussian
@@ -60,17 +61,6 @@ def kalman_oracle(theta0, v0, designs, ys, r, q, g, x_star_design, *, prior_mean
     return np.array(means), np.array(pmeans), np.array(pcovs)
 
 
-FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
-
-
-def compiled_call(fn, *args):
-    """``jax.jit(fn)(*args)`` compiled with LLVM's cheap pipeline (compile time dominates these tiny runs)."""
-    lowered = jax.jit(fn).lower(*args)
-    try:
-        exe = lowered.compile(FAST_COMPILE)
-    except Exception:  # pragma: no cover - a JAX without compiler options
-        exe = lowered.compile()
-    return [np.asarray(a) for a in exe(*args)]
 
 
 def _scan_outputs(post, params, xs, ys, x_star):
@@ -241,8 +231,7 @@ def test_linear_nig_equals_closed_form_posterior(x64, model):
         return (state, *post.predictive(state, x_star), draws)
 
     keys = jax.random.split(jax.random.PRNGKey(0), n_draws)
-    lowered = jax.jit(go).lower(params, xs, ys, keys)
-    state, m, c, draws = jax.tree_util.tree_map(np.asarray, lowered.compile(FAST_COMPILE)(params, xs, ys, keys))
+    state, m, c, draws = compiled_call(go, params, xs, ys, keys)
     x_mat = np.concatenate(designs, axis=0)
     y_vec = np.concatenate(list(ys))
     s0_inv = np.eye(theta0.size) / v0

@@ -48,6 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import solve_triangular
 
+from banditkit import rng
 from banditkit.linalg import chol_upper, solve_spd_factor
 
 Array = jax.Array
@@ -281,7 +282,7 @@ def sample_joint(key: Array, state: GPState, xq: Array, jitter: float = 1e-6) ->
     mean, cov = predict_joint(state, xq)
     q = xq.shape[0]
     cov = 0.5 * (cov + cov.T) + jitter * jnp.exp(state.params.log_signal_var) * jnp.eye(q, dtype=cov.dtype)
-    z = jax.random.normal(key, (q,), cov.dtype)
+    z = rng.normal(key, (q,), cov.dtype)
     chol = jnp.linalg.cholesky(cov)
 
     def by_eigh():

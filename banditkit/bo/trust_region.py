@@ -29,6 +29,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from banditkit import rng
+
 LENGTH_INIT = 0.8
 LENGTH_MIN = 0.5**7
 LENGTH_MAX = 1.6
@@ -86,7 +88,7 @@ def candidates(key: jax.Array, base: jax.Array, center: jax.Array, lo: jax.Array
     n, d = base.shape
     k_mask, k_one = jax.random.split(key)
     p = min(1.0, PERTURB_COORDS / d)
-    mask = jax.random.uniform(k_mask, (n, d)) < p
+    mask = rng.uniform(k_mask, (n, d)) < p
     one = jax.nn.one_hot(jax.random.randint(k_one, (n,), 0, d), d, dtype=bool)
     mask = mask | one
     moved = lo + base * (hi - lo)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from banditkit import rng
 from banditkit.policies.acquisition import (
     expected_improvement_score,
     probability_of_improvement_score,
@@ -50,7 +51,7 @@ def thompson(variant: str = "parameter") -> Policy:
 
         def score(key, posterior, state, reward_fn, moments_fn, best=None):
             mean, var = moments_fn(state)
-            return mean + _std(var) * jax.random.normal(key, mean.shape, mean.dtype)
+            return mean + _std(var) * rng.normal(key, mean.shape, mean.dtype)
 
     return Policy(score, name="thompson", hyper=dict(variant=variant))
 
@@ -84,8 +85,8 @@ def epsilon_greedy(epsilon: float = 0.1) -> Policy:
     def score(key, posterior, state, reward_fn, moments_fn, best=None):
         k_explore, k_arm = jax.random.split(key)
         greedy_scores = reward_fn(posterior.mean(state))
-        explore = jax.random.uniform(k_explore) < epsilon
-        random_scores = jax.random.uniform(k_arm, greedy_scores.shape, greedy_scores.dtype)
+        explore = rng.uniform(k_explore) < epsilon
+        random_scores = rng.uniform(k_arm, greedy_scores.shape, greedy_scores.dtype)
         return jnp.where(explore, random_scores, greedy_scores)
 
     return Policy(score, name="epsilon_greedy", hyper=dict(epsilon=epsilon))

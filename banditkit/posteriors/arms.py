@@ -18,6 +18,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from banditkit import rng
+
 Array = jax.Array
 
 
@@ -113,7 +115,7 @@ def observed_block(row: Array, index: np.ndarray) -> tuple[Array, Array, Array, 
 
 def sample_blocks(key: Array, roots: Array) -> Array:
     """``(K, P_k)`` draws ``U_kᵀ z_k`` from upper square roots ``U (K, P_k, P_k)`` (``Σ_k = U_kᵀ U_k``)."""
-    z = jax.random.normal(key, roots.shape[:2], roots.dtype)
+    z = rng.normal(key, roots.shape[:2], roots.dtype)
     return jnp.einsum("kji,kj->ki", roots, z)
 
 

@@ -71,7 +71,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import solve_triangular
 
-from banditkit import linalg
+from banditkit import linalg, rng
 from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, check_common_hyper, linearize
 
@@ -229,7 +229,7 @@ def bong(
     # ------------------------------------------------------------------ family primitives
     def _sample_flat(key: Array, st) -> Array:
         mu = st.mean
-        z = jax.random.normal(key, mu.shape, mu.dtype)
+        z = rng.normal(key, mu.shape, mu.dtype)
         if family == "full":
             evals, evecs = jnp.linalg.eigh(_sym(st.cov))
             return mu + evecs @ (jnp.sqrt(jnp.maximum(evals, 0.0)) * z)
@@ -285,7 +285,7 @@ def bong(
         pkeys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
 
         def diag_one(theta, pk):
-            zs = jax.random.rademacher(pk, (n_probes, theta.size), theta.dtype)
+            zs = rng.rademacher(pk, (n_probes, theta.size), theta.dtype)
             hvp = jax.vmap(lambda z: jax.jvp(jax.grad(logp), (theta,), (z,))[1])(zs)
             return jnp.mean(zs * hvp, axis=0)
 

@@ -28,7 +28,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from banditkit import linalg
+from banditkit import linalg, rng
 from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, check_common_hyper, linearize
 
@@ -104,7 +104,7 @@ def diag_ekf(
         return yhat, linalg.symmetrize((j / state.prec[None, :]) @ j.T + r)
 
     def sample(key: Array, state: DiagEKFState):
-        z = jax.random.normal(key, state.mean.shape, state.mean.dtype)
+        z = rng.normal(key, state.mean.shape, state.mean.dtype)
         return cell.space.unravel(state.mean + z / jnp.sqrt(state.prec))
 
     def mean(state: DiagEKFState):

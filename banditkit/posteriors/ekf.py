@@ -22,7 +22,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from banditkit import linalg
+from banditkit import linalg, rng
 from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, check_common_hyper, linearize
 
@@ -85,7 +85,7 @@ def ekf(
         return yhat, linalg.symmetrize(j @ state.cov @ j.T + r)
 
     def sample(key: Array, state: EKFState):
-        z = jax.random.normal(key, state.mean.shape, state.mean.dtype)
+        z = rng.normal(key, state.mean.shape, state.mean.dtype)
         return cell.space.unravel(state.mean + linalg.sample_factor(state.cov) @ z)
 
     def mean(state: EKFState):

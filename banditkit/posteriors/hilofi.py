@@ -63,7 +63,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from banditkit import linalg
+from banditkit import linalg, rng
 from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors.arms import ArmIndex, observed_block, sample_blocks, scatter_blocks
 from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs
@@ -330,17 +330,17 @@ def hilofi(
     def sample(key: Array, state: HiLoFiState):
         k1, k2, k3, k4 = jax.random.split(key, 4)
         dt = state.mean_hidden.dtype
-        h = state.mean_hidden + jax.random.normal(k1, (state.cov_hidden.shape[0],), dt) @ state.cov_hidden
+        h = state.mean_hidden + rng.normal(k1, (state.cov_hidden.shape[0],), dt) @ state.cov_hidden
         if use_qh:
-            h = h + jnp.sqrt(state.q_hidden) * jax.random.normal(k2, h.shape, dt)
+            h = h + jnp.sqrt(state.q_hidden) * rng.normal(k2, h.shape, dt)
         if arms is not None:  # K independent blocks: U_kᵀ z_k per arm, a Cholesky per block when dense
             roots = jax.vmap(linalg.chol_upper)(state.cov_last) if dense else state.cov_last
             ell = state.mean_last + scatter_blocks(sample_blocks(k3, roots), blocks.index, state.mean_last.size)
         else:
             root_l = linalg.chol_upper(state.cov_last) if dense else state.cov_last
-            ell = state.mean_last + jax.random.normal(k3, (root_l.shape[0],), dt) @ root_l
+            ell = state.mean_last + rng.normal(k3, (root_l.shape[0],), dt) @ root_l
         if low_last and use_ql:
-            ell = ell + jnp.sqrt(state.q_last) * jax.random.normal(k4, ell.shape, dt)
+            ell = ell + jnp.sqrt(state.q_last) * rng.normal(k4, ell.shape, dt)
         return cell.space.merge(h, ell)
 
     def mean(state: HiLoFiState):

@@ -74,7 +74,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from banditkit import linalg
+from banditkit import linalg, rng
 from banditkit.likelihoods import Bernoulli, Categorical, Gaussian, Likelihood
 from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, check_common_hyper
 
@@ -255,7 +255,7 @@ def kalman_last_layer(
         delta = state.delta
         if learn_forgetting:
             f, jf = _logits_and_jac(state, state.mean, x)
-            eps = jax.random.normal(sub, (num_samples, f.size), dt)
+            eps = rng.normal(sub, (num_samples, f.size), dt)
             grad = jax.grad(_log_pred)(delta, state, f, jf, y, eps)
             grad = jnp.where(jnp.isfinite(grad), grad, 0.0)
             if forgetting_grad_clip is not None:
@@ -283,8 +283,8 @@ def kalman_last_layer(
         on = state.pending > 0
         g, add = jnp.where(on, g, 1.0), jnp.where(on, add, 0.0)
         k1, k2 = jax.random.split(key)
-        z1 = jax.random.normal(k1, state.mean.shape, dt)
-        z2 = jax.random.normal(k2, state.mean.shape, dt)
+        z1 = rng.normal(k1, state.mean.shape, dt)
+        z2 = rng.normal(k2, state.mean.shape, dt)
         w = _predicted_mean(state) + g * (state.chol.T @ z1) + jnp.sqrt(add) * z2
         return cell.space.merge(state.hidden, w)
 

@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from banditkit import linalg
+from banditkit import linalg, rng
 from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors.base import ApplyFn, Posterior, PyTree, SpaceCell, as_obs
 from banditkit.posteriors.replay_sgd import (
@@ -151,7 +151,7 @@ def last_layer_laplace(
         space = cell.space
         h, ell = space.split(space.unravel(state.params))
         evals, evecs = jnp.linalg.eigh(state.cov_last)
-        z = jax.random.normal(key, ell.shape, ell.dtype)
+        z = rng.normal(key, ell.shape, ell.dtype)
         return space.merge(h, ell + evecs @ (jnp.sqrt(jnp.maximum(evals, 0.0)) * z))
 
     def mean(state: LaplaceState):

@@ -48,7 +48,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from banditkit import linalg
+from banditkit import linalg, rng
 from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors.arms import check_arms
 from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, check_common_hyper, linearize
@@ -170,7 +170,7 @@ def linear(
 
     def sample(key: Array, state: LinearState):
         k_sig, k_z = jax.random.split(key)
-        z = jax.random.normal(k_z, state.mean.shape, state.mean.dtype)
+        z = rng.normal(k_z, state.mean.shape, state.mean.dtype)
         draw = state.chol.T @ z  # Cov = UᵀU
         if nig:
             sig2 = state.b / jax.random.gamma(k_sig, state.a, dtype=state.mean.dtype)

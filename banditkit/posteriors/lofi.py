@@ -68,7 +68,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import solve_triangular
 
-from banditkit import linalg
+from banditkit import linalg, rng
 from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, check_common_hyper, linearize
 
@@ -282,7 +282,7 @@ def lofi(
 
     def sample(key: Array, state: LoFiState):
         root = _cov_root(state.prec_diag, state.prec_lr)
-        eps = jax.random.normal(key, state.mean.shape, state.mean.dtype)
+        eps = rng.normal(key, state.mean.shape, state.mean.dtype)
         return cell.space.unravel(state.mean + root.isd * _apply_f(root, eps))
 
     def mean(state: LoFiState):

@@ -27,7 +27,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from banditkit import linalg
+from banditkit import linalg, rng
 from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs
 from banditkit.posteriors.hilofi import _check, _check_rank, _is_zero, _lowrank_init, linearize_tree
@@ -120,9 +120,9 @@ def lrkf(
     def sample(key: Array, state: LRKFState):
         k1, k2 = jax.random.split(key)
         dt = state.mean.dtype
-        theta = state.mean + jax.random.normal(k1, (state.cov.shape[0],), dt) @ state.cov
+        theta = state.mean + rng.normal(k1, (state.cov.shape[0],), dt) @ state.cov
         if use_q:
-            theta = theta + jnp.sqrt(state.q) * jax.random.normal(k2, theta.shape, dt)
+            theta = theta + jnp.sqrt(state.q) * rng.normal(k2, theta.shape, dt)
         return cell.space.unravel(theta)
 
     def mean(state: LRKFState):

@@ -58,7 +58,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from banditkit import linalg
+from banditkit import linalg, rng
 from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors.arms import ArmIndex, observed_block, sample_blocks, scatter_blocks
 from banditkit.posteriors.base import ApplyFn, Posterior, PyTree, SpaceCell, as_obs, check_common_hyper
@@ -315,7 +315,7 @@ def neural_linear(
         dt = state.mean_last.dtype
         sigma2 = state.b / jax.random.gamma(k1, state.a, dtype=dt)  # () or (K,) per arm
         if arms is None:
-            z = jax.random.normal(k2, state.mean_last.shape, dt)
+            z = rng.normal(k2, state.mean_last.shape, dt)
             ell = state.mean_last + jnp.sqrt(sigma2) * (state.cov_sqrt @ z)
         else:  # S_k z_k per arm (Σ_k = S_k S_kᵀ)
             draw = sample_blocks(k2, jnp.swapaxes(state.cov_sqrt, 1, 2)) * jnp.sqrt(sigma2)[..., None]

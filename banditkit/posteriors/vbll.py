@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from banditkit import rng
 from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors.base import ApplyFn, Posterior, PyTree, SpaceCell, as_obs
 from banditkit.posteriors.replay_sgd import (
@@ -166,7 +167,7 @@ def _vbll(
         p = state.params
         space = cell.space
         h, ell = space.split(space.unravel(p["theta"]))
-        z = jax.random.normal(key, ell.shape, ell.dtype)
+        z = rng.normal(key, ell.shape, ell.dtype)
         return space.merge(h, ell + _chol(p) @ z)
 
     def mean(state: VBLLState):
