@@ -5,7 +5,8 @@ Each case is a draw banditkit makes at one of its shapes: the low-rank factors' 
 ``lrkf`` / ``lofi`` ``init``), a Thompson draw of per-arm head blocks (``arms=K``, one seed and 3 vmapped seeds as
 in the runner), the trust region's candidate mask, a Flax kernel's default initialiser (``bk.models``).  For each,
 both functions are jitted, lowered and compiled ``--reps`` times (a fresh function each time, so nothing is cached
-in memory); the median compile time is reported, and the two outputs are checked equal bit for bit (the run stops
+in memory), the two alternating so that a change in the machine's load falls on both; the median compile time
+is reported, and the two outputs are checked equal bit for bit (the run stops
 if they are not).  Run time is not compared: the arrays and their arithmetic are the same.
 """
 
@@ -77,8 +78,8 @@ def main(argv: list[str] | None = None) -> None:
         a, b = np.asarray(jax.jit(theirs)(key)), np.asarray(jax.jit(ours)(key))
         if not np.array_equal(a, b):
             raise SystemExit(f"{name}: bk.rng differs from jax.random — the compile times would not be comparable")
-        t_jax = statistics.median(compile_seconds(theirs, key) for _ in range(args.reps))
-        t_bk = statistics.median(compile_seconds(ours, key) for _ in range(args.reps))
+        times = [(compile_seconds(theirs, key), compile_seconds(ours, key)) for _ in range(args.reps)]  # interleaved
+        t_jax, t_bk = (statistics.median(t) for t in zip(*times, strict=True))
         rows.append(dict(case=name, where=what, jax_random_s=t_jax, bk_rng_s=t_bk, ratio=t_jax / t_bk,
                          bit_identical=True))
         print(f"{name:28s} jax.random {t_jax:6.3f} s   bk.rng {t_bk:6.3f} s   ({t_jax / t_bk:4.1f}x)", flush=True)
