@@ -273,6 +273,19 @@ def test_make_agent_hilofi_keeps_arm_blocks_on_the_default_head():
     assert 0 <= int(action) < K
 
 
+def test_make_agent_custom_model_takes_arms_from_posterior_kwargs():
+    """A custom ``K``-output model keeps one dense head block unless ``arms=K`` is asked for (docs/usage.md); a head
+    whose parameters do not end in the ``K`` arms is refused at ``init``, naming the parameter."""
+    custom = MLP(features=(5,), out=K)
+    agent = make_agent("hilofi-thompson", _env(), model=custom, posterior_kwargs=dict(arms=K))
+    assert agent.posterior.hyper["arms"] == K
+    state = agent.observe(agent.init(jax.random.PRNGKey(0), jnp.ones(D)), jnp.ones(D), 1, 0.5)
+    assert 0 <= int(agent.act(jax.random.PRNGKey(1), state, jnp.ones(D))[0]) < K
+    wrong = make_agent("hilofi-thompson", _env(), model=MLP(features=(5,), out=K + 1), posterior_kwargs=dict(arms=K))
+    with pytest.raises(ValueError, match=r"\['head'\]\['bias'\].*last axis"):
+        wrong.init(jax.random.PRNGKey(0), jnp.ones(D))
+
+
 def _nl(model, params, **kw):
     return bk.posteriors.neural_linear(selected_output(model.apply), Gaussian(1.0), init_cov=V0, a0=A0, b0=B0,
                                        example_x=(jnp.zeros(D), jnp.zeros(K)), buffer_size=16,

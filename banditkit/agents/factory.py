@@ -165,7 +165,8 @@ def make_agent(
       spec: ``"POSTERIOR-POLICY"``; unknown names raise ``ValueError`` listing the valid ones.
       env: a Gymnasium env (or its ``unwrapped``) exposing ``num_actions``, ``per_arm_features``,
         ``default_model`` and optionally ``reward_scale`` (else estimated: :func:`reward_scale`).
-      model: override the default reward model.
+      model: override the default reward model (its head covariance stays one dense block: pass
+        ``posterior_kwargs=dict(arms=K)`` to keep one block per arm when the head is a ``K``-output ``Dense``).
       posterior_kwargs / policy_kwargs: override :data:`DEFAULT_HYPER` / the policy's defaults.
       agent_class: a :class:`BanditAgent` subclass to build instead (same constructor).
       agent_kwargs: passed to :class:`BanditAgent` (``likelihood``, ``obs_noise``, ``warmup_steps``, ...).
