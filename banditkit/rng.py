@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 Array = jax.Array
 Shape = Sequence[int]
@@ -28,9 +29,10 @@ _TRUNC_SD = 0.87962566103423978
 
 
 def _flat(draw: Callable[..., Array], key: Array, shape: Shape, *args, **kwargs) -> Array:
-    shape = tuple(int(d) for d in shape)
-    if len(shape) <= 1:
+    shape = tuple(shape)
+    if len(shape) <= 1 or not all(isinstance(d, (int, np.integer)) for d in shape):  # symbolic dims: as given
         return draw(key, *args, shape=shape, **kwargs)
+    shape = tuple(int(d) for d in shape)
     return draw(key, *args, shape=(math.prod(shape),), **kwargs).reshape(shape)
 
 
