@@ -6,8 +6,8 @@ Each case is a draw banditkit makes at one of its shapes: the low-rank factors' 
 in the runner), the trust region's candidate mask, a Flax kernel's default initialiser (``bk.models``).  For each,
 both functions are jitted, lowered and compiled ``--reps`` times (a fresh function each time, so nothing is cached
 in memory), the two alternating so that a change in the machine's load falls on both; the median compile time
-is reported, and the two outputs are checked equal bit for bit (the run stops
-if they are not).  Run time is not compared: the arrays and their arithmetic are the same.
+is reported, and the two outputs are checked equal bit for bit (the run stops if they are not).  Run time is not
+compared: the arrays and their arithmetic are the same.
 """
 
 from __future__ import annotations
