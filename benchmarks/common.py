@@ -25,6 +25,7 @@ import textwrap
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -859,6 +860,25 @@ def seed002_agents(*, num_actions: int, warmup_per_arm: int, dim: int = 470, sgd
     return agents | diag
 
 
+class SigmoidFixedNoise(NamedTuple):
+    """A diagnostic observation model, not one of banditkit's likelihoods: the seed-003 MNIST-bandit reward model
+    as the authors' code runs it (``anchors-reference-code.md`` §1.5) — mean ``σ(f)``, and their softmax covariance
+    applied to one output, which degenerates to a fixed variance ``R = jitter · I`` (not ``σ(f)(1 − σ(f))``)."""
+
+    jitter: float = 1e-4
+    name: str = "sigmoid_fixed_noise"
+
+    def mean(self, f):
+        import jax
+
+        return jax.nn.sigmoid(f)
+
+    def cov(self, f):
+        import jax.numpy as jnp
+
+        return jnp.asarray(self.jitter, f.dtype) * jnp.eye(f.shape[-1], dtype=f.dtype)
+
+
 def seed003_agents(*, rank: int = 50, rank_last: int = 100, q: float = 1e-6, cov: float = 0.1,
                    lrkf_cov: float = 1.0, lofi_cov: float = float(np.exp(-8.0)), lofi_rank: int | None = None,
                    eps_greedy: bool = True, model=None) -> dict[str, Callable]:
@@ -880,6 +900,22 @@ def seed003_agents(*, rank: int = 50, rank_last: int = 100, q: float = 1e-6, cov
         "lrkf_ts": _agent("lrkf-thompson", dict(rank=rank, init_cov=lrkf_cov, dynamics_cov=q), **m),
         "lofi_ts": _agent("lofi-thompson", dict(rank=lofi_rank or rank, init_cov=lofi_cov, dynamics_cov=0.0), **m),
     }
+    # Opt-in diagnostics (results/diag_lowrank_mnist.md): why LRKF-TS / LoLoFi-TS fall short of the authors'
+    # notebook.  Each changes one thing of the agent above: the observation model (Gaussian variance 0.01; the
+    # moment-matched Bernoulli; the authors' code as it runs, sigmoid mean with a fixed variance 1e-4) or the
+    # Thompson draw (each arm's reward from its linearised predictive instead of one parameter draw).
+    for base, (spec, post) in {"lrkf_ts": ("lrkf", dict(rank=rank, init_cov=lrkf_cov, dynamics_cov=q)),
+                               "lolofi_ts": ("lolofi", dict(rank=rank, rank_last=rank_last, init_cov_hidden=cov,
+                                                            init_cov_last=cov, dynamics_cov=q))}.items():
+        variants = {
+            "r1e-2": _agent(f"{spec}-thompson", post, obs_noise=1e-2, **m),
+            "bern": _agent(f"{spec}-thompson", post, likelihood=bk.likelihoods.Bernoulli(1e-4), **m),
+            "sigm": _agent(f"{spec}-thompson", post, likelihood=SigmoidFixedNoise(1e-4), **m),
+            "pred": _agent(f"{spec}-thompson_predictive", post, **m),
+        }
+        for tag, f in variants.items():
+            f.opt_in = True
+            out[f"{base}_{tag}"] = f
     if eps_greedy:
         out["replay_sgd_eps"] = _agent("replay_sgd-eps_greedy", dict(buffer_size=1, n_inner=5,
                                                                      optimizer=optax.adamw(1e-4)),
