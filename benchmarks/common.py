@@ -879,6 +879,29 @@ class SigmoidFixedNoise(NamedTuple):
         return jnp.asarray(self.jitter, f.dtype) * jnp.eye(f.shape[-1], dtype=f.dtype)
 
 
+def coordinate_init(factory: Callable) -> Callable:
+    """A diagnostic: the LRKF agent of ``factory`` with the authors' initial factor ``C_0 = √v·[I_d | 0]`` (their
+    ``low_rank_diag=True``; ``seed-003-hilofi.md`` §14.2.3) — prior variance ``v`` on the first ``d`` ravelled
+    parameters only (on LeNet5 the first convolution's 6 biases and 44 of its kernel weights) instead of banditkit's
+    random orthonormal rows."""
+    import jax.numpy as jnp
+
+    def make(env):
+        agent = factory(env)
+        post = agent.posterior
+
+        def init(params):
+            s = post.init(params)
+            d, p = s.cov.shape
+            return s._replace(cov=jnp.sqrt(s.gram[0]) * jnp.eye(d, p, dtype=s.cov.dtype))
+
+        agent.posterior = post._replace(init=init)
+        return agent
+
+    make.spec, make.hyper = factory.spec, dict(factory.hyper, initial_factor="coordinates")
+    return make
+
+
 def seed003_agents(*, rank: int = 50, rank_last: int = 100, q: float = 1e-6, cov: float = 0.1,
                    lrkf_cov: float = 1.0, lofi_cov: float = float(np.exp(-8.0)), lofi_rank: int | None = None,
                    eps_greedy: bool = True, model=None) -> dict[str, Callable]:
@@ -913,6 +936,10 @@ def seed003_agents(*, rank: int = 50, rank_last: int = 100, q: float = 1e-6, cov
             "sigm": _agent(f"{spec}-thompson", post, likelihood=SigmoidFixedNoise(1e-4), **m),
             "pred": _agent(f"{spec}-thompson_predictive", post, **m),
         }
+        if spec == "lrkf":  # the authors' initial factor (their ``low_rank_diag=True``), alone and with their model
+            variants["coord"] = coordinate_init(_agent(f"{spec}-thompson", post, **m))
+            variants["auth"] = coordinate_init(_agent(f"{spec}-thompson", post, likelihood=SigmoidFixedNoise(1e-4),
+                                                      **m))
         for tag, f in variants.items():
             f.opt_in = True
             out[f"{base}_{tag}"] = f
