@@ -940,6 +940,11 @@ def seed003_agents(*, rank: int = 50, rank_last: int = 100, q: float = 1e-6, cov
             variants["coord"] = coordinate_init(_agent(f"{spec}-thompson", post, **m))
             variants["auth"] = coordinate_init(_agent(f"{spec}-thompson", post, likelihood=SigmoidFixedNoise(1e-4),
                                                       **m))
+            # the same without dynamics noise (q = 0: the factor's row space never leaves the first d coordinates),
+            # and the authors' factor with a fixed variance 1e-4 but no sigmoid
+            variants["auth_q0"] = coordinate_init(_agent(f"{spec}-thompson", dict(post, dynamics_cov=0.0),
+                                                         likelihood=SigmoidFixedNoise(1e-4), **m))
+            variants["coord_r1e-4"] = coordinate_init(_agent(f"{spec}-thompson", post, obs_noise=1e-4, **m))
         for tag, f in variants.items():
             f.opt_in = True
             out[f"{base}_{tag}"] = f
