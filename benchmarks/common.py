@@ -879,12 +879,18 @@ class SigmoidFixedNoise(NamedTuple):
         return jnp.asarray(self.jitter, f.dtype) * jnp.eye(f.shape[-1], dtype=f.dtype)
 
 
-def coordinate_init(factory: Callable) -> Callable:
-    """A diagnostic: the LRKF agent of ``factory`` with the authors' initial factor ``C_0 = √v·[I_d | 0]`` (their
-    ``low_rank_diag=True``; ``seed-003-hilofi.md`` §14.2.3) — prior variance ``v`` on the first ``d`` ravelled
-    parameters only (on LeNet5 the first convolution's 6 biases and 44 of its kernel weights) instead of banditkit's
-    random orthonormal rows."""
+def coordinate_init(factory: Callable, loading: float | None = None) -> Callable:
+    """A diagnostic: the LRKF / LoLoFi agent of ``factory`` with the authors' initial factors ``C_0 = c·[I_d | 0]``
+    (their ``low_rank_diag=True`` / ``diag_last=True``; ``seed-003-hilofi.md`` §14.2.3) — prior variance ``c²`` on
+    the first ``d`` ravelled parameters of each low-rank block only (on LeNet5's hidden block the first convolution's
+    6 biases and 44 of its kernel weights; on LoLoFi's head the 10 biases and 90 weights) instead of banditkit's
+    random orthonormal rows.  ``loading`` is their ``c`` (default: ``√`` of the factory's prior variance)."""
     import jax.numpy as jnp
+
+    def rows(c, g):
+        d, p = c.shape
+        v = jnp.sqrt(g[0]) if loading is None else jnp.asarray(loading, c.dtype)
+        return v * jnp.eye(d, p, dtype=c.dtype), jnp.full((d,), v**2, c.dtype)
 
     def make(env):
         agent = factory(env)
@@ -892,13 +898,21 @@ def coordinate_init(factory: Callable) -> Callable:
 
         def init(params):
             s = post.init(params)
-            d, p = s.cov.shape
-            return s._replace(cov=jnp.sqrt(s.gram[0]) * jnp.eye(d, p, dtype=s.cov.dtype))
+            if hasattr(s, "cov_hidden"):  # HiLoFi / LoLoFi: the hidden factor, and a low-rank head's
+                ch, gh = rows(s.cov_hidden, s.gram_hidden)
+                s = s._replace(cov_hidden=ch, gram_hidden=gh)
+                if s.gram_last.size:
+                    cl, gl = rows(s.cov_last, s.gram_last)
+                    s = s._replace(cov_last=cl, gram_last=gl)
+                return s
+            c, g = rows(s.cov, s.gram)
+            return s._replace(cov=c, gram=g)
 
         agent.posterior = post._replace(init=init)
         return agent
 
-    make.spec, make.hyper = factory.spec, dict(factory.hyper, initial_factor="coordinates")
+    make.spec = factory.spec
+    make.hyper = dict(factory.hyper, initial_factor="coordinates", **({} if loading is None else dict(loading=loading)))
     return make
 
 
@@ -924,7 +938,7 @@ def seed003_agents(*, rank: int = 50, rank_last: int = 100, q: float = 1e-6, cov
         "lofi_ts": _agent("lofi-thompson", dict(rank=lofi_rank or rank, init_cov=lofi_cov, dynamics_cov=0.0), **m),
     }
     # Opt-in diagnostics (results/diag_lowrank_mnist.md): why LRKF-TS / LoLoFi-TS fall short of the authors'
-    # notebook.  Each changes one thing of the agent above: the observation model (Gaussian variance 0.01; the
+    # notebook.  Each changes one thing of the agent above: the observation model (Gaussian variance 0.01 or 1e-4; the
     # moment-matched Bernoulli; the authors' code as it runs, sigmoid mean with a fixed variance 1e-4) or the
     # Thompson draw (each arm's reward from its linearised predictive instead of one parameter draw).
     for base, (spec, post) in {"lrkf_ts": ("lrkf", dict(rank=rank, init_cov=lrkf_cov, dynamics_cov=q)),
@@ -932,10 +946,14 @@ def seed003_agents(*, rank: int = 50, rank_last: int = 100, q: float = 1e-6, cov
                                                             init_cov_last=cov, dynamics_cov=q))}.items():
         variants = {
             "r1e-2": _agent(f"{spec}-thompson", post, obs_noise=1e-2, **m),
+            "r1e-4": _agent(f"{spec}-thompson", post, obs_noise=1e-4, **m),
             "bern": _agent(f"{spec}-thompson", post, likelihood=bk.likelihoods.Bernoulli(1e-4), **m),
             "sigm": _agent(f"{spec}-thompson", post, likelihood=SigmoidFixedNoise(1e-4), **m),
             "pred": _agent(f"{spec}-thompson_predictive", post, **m),
         }
+        if spec == "lolofi":  # the authors' configuration: their factors (loading 0.1, variance 0.01) and model
+            variants["auth"] = coordinate_init(_agent(f"{spec}-thompson", post, likelihood=SigmoidFixedNoise(1e-4),
+                                                      **m), loading=cov)
         if spec == "lrkf":  # the authors' initial factor (their ``low_rank_diag=True``), alone and with their model
             variants["coord"] = coordinate_init(_agent(f"{spec}-thompson", post, **m))
             variants["auth"] = coordinate_init(_agent(f"{spec}-thompson", post, likelihood=SigmoidFixedNoise(1e-4),
