@@ -939,30 +939,33 @@ def seed003_agents(*, rank: int = 50, rank_last: int = 100, q: float = 1e-6, cov
     }
     # Opt-in diagnostics (results/diag_lowrank_mnist.md): why LRKF-TS / LoLoFi-TS fall short of the authors'
     # notebook.  Each changes one thing of the agent above: the observation model (Gaussian variance 0.01 or 1e-4; the
-    # moment-matched Bernoulli; the authors' code as it runs, sigmoid mean with a fixed variance 1e-4) or the
-    # Thompson draw (each arm's reward from its linearised predictive instead of one parameter draw).
-    for base, (spec, post) in {"lrkf_ts": ("lrkf", dict(rank=rank, init_cov=lrkf_cov, dynamics_cov=q)),
-                               "lolofi_ts": ("lolofi", dict(rank=rank, rank_last=rank_last, init_cov_hidden=cov,
-                                                            init_cov_last=cov, dynamics_cov=q))}.items():
-        variants = {
-            "r1e-2": _agent(f"{spec}-thompson", post, obs_noise=1e-2, **m),
-            "r1e-4": _agent(f"{spec}-thompson", post, obs_noise=1e-4, **m),
-            "bern": _agent(f"{spec}-thompson", post, likelihood=bk.likelihoods.Bernoulli(1e-4), **m),
-            "sigm": _agent(f"{spec}-thompson", post, likelihood=SigmoidFixedNoise(1e-4), **m),
-            "pred": _agent(f"{spec}-thompson_predictive", post, **m),
-        }
-        if spec == "lolofi":  # the authors' configuration: their factors (loading 0.1, variance 0.01) and model
-            variants["auth"] = coordinate_init(_agent(f"{spec}-thompson", post, likelihood=SigmoidFixedNoise(1e-4),
-                                                      **m), loading=cov)
-        if spec == "lrkf":  # the authors' initial factor (their ``low_rank_diag=True``), alone and with their model
-            variants["coord"] = coordinate_init(_agent(f"{spec}-thompson", post, **m))
-            variants["auth"] = coordinate_init(_agent(f"{spec}-thompson", post, likelihood=SigmoidFixedNoise(1e-4),
-                                                      **m))
-            # the same without dynamics noise (q = 0: the factor's row space never leaves the first d coordinates),
-            # and the authors' factor with a fixed variance 1e-4 but no sigmoid
-            variants["auth_q0"] = coordinate_init(_agent(f"{spec}-thompson", dict(post, dynamics_cov=0.0),
-                                                         likelihood=SigmoidFixedNoise(1e-4), **m))
-            variants["coord_r1e-4"] = coordinate_init(_agent(f"{spec}-thompson", post, obs_noise=1e-4, **m))
+    # moment-matched Bernoulli; the authors' code as it runs, sigmoid mean with a fixed variance 1e-4), the Thompson
+    # draw (each arm's reward from its linearised predictive instead of one parameter draw), or the initial factor
+    # (the authors' coordinate rows); ``_auth`` is the authors' configuration: their factors and observation model.
+    bases = {"hilofi_ts": ("hilofi", dict(rank=rank, init_cov_hidden=cov, init_cov_last=cov, dynamics_cov=q)),
+             "lrkf_ts": ("lrkf", dict(rank=rank, init_cov=lrkf_cov, dynamics_cov=q)),
+             "lolofi_ts": ("lolofi", dict(rank=rank, rank_last=rank_last, init_cov_hidden=cov, init_cov_last=cov,
+                                          dynamics_cov=q))}
+    auth_lik = dict(likelihood=SigmoidFixedNoise(1e-4), **m)
+    for base, (spec, post) in bases.items():
+        ts = f"{spec}-thompson"
+        variants = {"r1e-4": _agent(ts, post, obs_noise=1e-4, **m)}
+        if spec == "hilofi":  # their hidden factor (loading 0.1) and full last layer 0.1·I (variance 0.01)
+            variants["auth"] = coordinate_init(_agent(ts, dict(post, init_cov_last=cov**2), **auth_lik), loading=cov)
+        if spec == "lolofi":  # their factors (loading 0.1, variance 0.01)
+            variants["auth"] = coordinate_init(_agent(ts, post, **auth_lik), loading=cov)
+        if spec == "lrkf":
+            variants |= {
+                "r1e-2": _agent(ts, post, obs_noise=1e-2, **m),
+                "bern": _agent(ts, post, likelihood=bk.likelihoods.Bernoulli(1e-4), **m),
+                "sigm": _agent(ts, post, **auth_lik),
+                "pred": _agent(f"{spec}-thompson_predictive", post, **m),
+                "coord": coordinate_init(_agent(ts, post, **m)),
+                "auth": coordinate_init(_agent(ts, post, **auth_lik)),
+                # without dynamics noise (q = 0: the factor's row space never leaves the first d coordinates)
+                "auth_q0": coordinate_init(_agent(ts, dict(post, dynamics_cov=0.0), **auth_lik)),
+                "coord_r1e-4": coordinate_init(_agent(ts, post, obs_noise=1e-4, **m)),
+            }
         for tag, f in variants.items():
             f.opt_in = True
             out[f"{base}_{tag}"] = f

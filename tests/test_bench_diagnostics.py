@@ -7,6 +7,7 @@ import pathlib
 import sys
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
@@ -57,6 +58,50 @@ def test_seed002_diagnostics_stay_out_of_the_default_agent_set():
     clipped, plain = agents["ekf_sub_svd_clip0.1"](env), agents["ekf_sub_svd"](env)
     assert clipped.sgd_kwargs == dict(plain.sgd_kwargs, clip_norm=0.1)
     assert agents["ekf_sub_svd_diag_clip0.1"](env).sgd_kwargs["clip_norm"] == 0.1
+
+
+SEED003_DIAGNOSTICS = ("_r1e-2", "_r1e-4", "_bern", "_sigm", "_pred", "_coord", "_auth")
+
+
+def test_seed003_diagnostics_stay_out_of_the_default_agent_set():
+    agents = common.seed003_agents(rank=2, rank_last=3, model=MLP(features=(4,), out=3))
+    assert {"lrkf_ts_auth", "lrkf_ts_auth_q0", "lrkf_ts_coord_r1e-4", "lolofi_ts_auth", "lrkf_ts_pred"} <= set(agents)
+    default = common.select(agents, "")
+    assert {"hilofi_ts", "lolofi_ts", "lrkf_ts", "lofi_ts", "replay_sgd_eps"} <= set(default)
+    assert not any(tag in n for n in default for tag in SEED003_DIAGNOSTICS)
+    env = ToyBandit()
+    assert agents["lrkf_ts_r1e-4"](env).likelihood.obs_noise == 1e-4
+    assert agents["lrkf_ts_pred"](env).policy.hyper["variant"] == "predictive"
+    assert agents["lrkf_ts"](env).policy.hyper["variant"] == "parameter"
+    lik = agents["lrkf_ts_auth"](env).likelihood
+    f = jnp.asarray([-1.0, 0.0, 2.0])
+    np.testing.assert_allclose(lik.mean(f), jax.nn.sigmoid(f), rtol=1e-6)
+    np.testing.assert_allclose(lik.cov(f), 1e-4 * np.eye(3), rtol=1e-6)  # fixed, not σ(f)(1 − σ(f))
+
+
+def test_coordinate_init_puts_the_prior_on_the_first_coordinates_and_q_moves_the_rest():
+    """The authors' initial factor ``c·[I_d | 0]``; with ``q = 0`` one update moves the mean on those ``d``
+    coordinates only (``Kᵀ = S⁻¹HCᵀC``), with ``q > 0`` on every coordinate (the ``q Hᵀ S⁻¹ ε`` term)."""
+    agents = common.seed003_agents(rank=2, rank_last=3, model=MLP(features=(4,), out=3))
+    env = ToyBandit()
+    ctx = np.ones((env.dim,), np.float32)
+    x, y = (jnp.asarray(ctx), jax.nn.one_hot(1, 3)), jnp.asarray([1.0])
+    moved = {}
+    for name in ("lrkf_ts_auth", "lrkf_ts_auth_q0"):
+        agent = agents[name](env)
+        s0 = agent.init(jax.random.PRNGKey(0), ctx).posterior
+        d, p = s0.cov.shape
+        np.testing.assert_array_equal(np.asarray(s0.cov), np.eye(d, p))
+        np.testing.assert_array_equal(np.asarray(s0.gram), np.ones(d))
+        post = agent.posterior
+        s1 = jax.jit(lambda s, x, y, post=post: post.update(post.predict(s), x, y))(s0, x, y)
+        moved[name] = np.abs(np.asarray(s1.mean - s0.mean)) > 0
+    assert moved["lrkf_ts_auth_q0"][:2].any() and not moved["lrkf_ts_auth_q0"][2:].any()
+    assert moved["lrkf_ts_auth"][2:].sum() > 10
+    lolofi = agents["lolofi_ts_auth"](env).init(jax.random.PRNGKey(0), ctx).posterior  # loading 0.1: variance 0.01
+    for c, g in ((lolofi.cov_hidden, lolofi.gram_hidden), (lolofi.cov_last, lolofi.gram_last)):
+        np.testing.assert_allclose(np.asarray(c), 0.1 * np.eye(*c.shape), rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(g), 0.01 * np.ones(c.shape[0]), rtol=1e-6)
 
 
 def test_time_capped_agent_keeps_the_nonfinite_flag():
