@@ -690,9 +690,10 @@ def plot_curve(cur: pd.DataFrame, path: str, *, title: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=150)
-    for agent, g in cur.groupby("agent", sort=False):
+    groups = list(cur.groupby("agent", sort=False))
+    for i, (agent, g) in enumerate(groups):
         x = g["step"].to_numpy() + 1
-        (line,) = ax.plot(x, g["cum_regret"].to_numpy(), lw=1.8, label=agent)
+        (line,) = ax.plot(x, g["cum_regret"].to_numpy(), lw=1.8, label=agent, **bk.plotting.plots.line_style(i))
         ax.fill_between(x, g["cum_regret"] - g["cum_regret_se"], g["cum_regret"] + g["cum_regret_se"],
                         color=line.get_color(), alpha=0.2, lw=0)
     seeds = sorted(set(cur["n"]))
@@ -700,7 +701,7 @@ def plot_curve(cur: pd.DataFrame, path: str, *, title: str) -> None:
     ax.set_xlabel("step")
     ax.set_ylabel("cumulative regret")
     ax.grid(True, alpha=0.3)
-    ax.legend(frameon=False, fontsize=8)
+    bk.plotting.plots.agent_legend(ax, len(groups), fontsize=8)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     fig.tight_layout()

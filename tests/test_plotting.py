@@ -54,6 +54,21 @@ def test_plot_regret_writes_a_png_with_one_line_per_agent(tmp_path):
     plt.close(fig)
 
 
+def test_many_agents_keep_distinct_lines_and_the_legend_leaves_the_axes():
+    df = _bandit_frame(seeds=2, steps=5)
+    many = pd.concat([df[df.agent == "good"].assign(agent=f"agent{i}") for i in range(23)], ignore_index=True)
+    fig = plot_regret(many)
+    ax = fig.axes[0]
+    styles = {(matplotlib.colors.to_hex(line.get_color()), line.get_linestyle()) for line in ax.lines}
+    assert len(ax.lines) == 23 and len(styles) == 23  # colours repeat after 10, then dashed, then dotted
+    anchor = ax.get_legend().get_bbox_to_anchor().transformed(ax.transAxes.inverted())
+    assert anchor.x0 > 1.0  # beside the axes, not over the curves
+    plt.close(fig)
+    fig = plot_regret(df)  # two agents: the legend stays inside
+    assert fig.axes[0].get_legend().get_bbox_to_anchor().transformed(fig.axes[0].transAxes.inverted()).x0 <= 0.0
+    plt.close(fig)
+
+
 def test_plot_into_existing_axes_and_single_seed_has_no_band():
     fig, ax = plt.subplots()
     out = plot_reward_rate(_bandit_frame(seeds=1), ax=ax)

@@ -29,6 +29,24 @@ def _pyplot():
     return plt
 
 
+LINESTYLES = ("-", "--", ":", "-.")
+LEGEND_INSIDE_MAX = 8  # more agents than this: the legend goes to the right of the axes, clear of the curves
+
+
+def line_style(i: int) -> dict:
+    """Colour and dash of the ``i``-th curve: the colour cycle (``C0``…``C9``), then the same colours dashed, dotted
+    and dash-dotted, so up to 40 curves in one plot stay distinct."""
+    return dict(color=f"C{i % 10}", linestyle=LINESTYLES[(i // 10) % len(LINESTYLES)])
+
+
+def agent_legend(ax, n_lines: int, fontsize: int = 9) -> None:
+    """The legend inside the axes for up to ``LEGEND_INSIDE_MAX`` curves, else beside them on the right."""
+    if n_lines > LEGEND_INSIDE_MAX:
+        ax.legend(frameon=False, fontsize=fontsize - 1, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    else:
+        ax.legend(frameon=False, fontsize=fontsize)
+
+
 def _check(df: pd.DataFrame, column: str, what: str):
     if not isinstance(df, pd.DataFrame):
         raise TypeError(f"{what} expects the DataFrame returned by run/compare, got {type(df).__name__}")
@@ -59,9 +77,9 @@ def _draw(df, column, ylabel, title, path, ax, logy=False, transform=None):
     data = df if transform is None else transform(df)
     bands = _bands(data, column)
     n_seeds = int(data["seed"].nunique())
-    for agent, b in bands.items():
+    for i, (agent, b) in enumerate(bands.items()):
         x = b.index.to_numpy() + 1
-        (line,) = ax.plot(x, b["mean"].to_numpy(), lw=1.8, label=agent)
+        (line,) = ax.plot(x, b["mean"].to_numpy(), lw=1.8, label=agent, **line_style(i))
         if n_seeds > 1:
             lo, hi = (b["mean"] - b["se"]).to_numpy(), (b["mean"] + b["se"]).to_numpy()
             ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2, lw=0)
@@ -77,7 +95,7 @@ def _draw(df, column, ylabel, title, path, ax, logy=False, transform=None):
     band = f"mean ± s.e. over {n_seeds} seeds" if n_seeds > 1 else "1 seed"
     ax.set_title(textwrap.fill(f"{title} ({band})", 70), fontsize=11)  # a long title would squeeze the axes
     ax.grid(True, alpha=0.3)
-    ax.legend(frameon=False, fontsize=9)
+    agent_legend(ax, len(bands))
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     fig.tight_layout()
