@@ -966,6 +966,10 @@ def seed003_agents(*, rank: int = 50, rank_last: int = 100, q: float = 1e-6, cov
                 # without dynamics noise (q = 0: the factor's row space never leaves the first d coordinates)
                 "auth_q0": coordinate_init(_agent(ts, dict(post, dynamics_cov=0.0), **auth_lik)),
                 "coord_r1e-4": coordinate_init(_agent(ts, post, obs_noise=1e-4, **m)),
+                # random rows with a smaller prior variance: at the start ‖CHᵀ‖² ≈ init_cov·d/P·‖H‖², below the
+                # q step's q‖H‖² for init_cov = 1e-3 (d/P ≈ 8e-4 on LeNet5) — the coordinate factor's effect without it
+                "r1e-4_cov1e-2": _agent(ts, dict(post, init_cov=1e-2), obs_noise=1e-4, **m),
+                "r1e-4_cov1e-3": _agent(ts, dict(post, init_cov=1e-3), obs_noise=1e-4, **m),
             }
         for tag, f in variants.items():
             f.opt_in = True
