@@ -22,12 +22,11 @@ clipped to ``P``.
 Where the network learns.  The mean step is ``Kε = Cᵀ(A S⁻¹ε) + q̄ Hᵀ S⁻¹ε``: a step inside the row space of ``C``
 plus, with ``q̄ > 0``, a gradient step on all ``P`` parameters of size ``q̄ / S`` (one output: ``S = ‖CHᵀ‖² +
 q̄‖H‖² + R``); when ``q̄‖H‖²`` dominates ``S`` it moves the prediction most of the way to ``y``, as normalised LMS
-does.  With ``q = 0`` nothing outside the initial row space ever moves.  So ``init_cov``, ``q`` and ``R`` together
-decide whether LRKF learns in its random ``d``-dimensional subspace or in the whole network.  Measured on the MNIST
-bandit (LeNet5, rank 50, ``q = 10⁻⁶``, Thompson sampling; ``benchmarks/results/diag_lowrank_mnist.md``): mean reward
-over 5000 rounds 0.38 with ``R = 0.1``, 0.64 with ``R = 10⁻⁴``; run as seed 003's code runs it (``C_0`` on the first
-50 coordinates only, which leaves nearly all the learning to the ``q̄`` step, and a sigmoid mean with a fixed
-``R = 10⁻⁴``) 0.62 over 5000 rounds and 0.90 over 40,000 (the paper's notebook: 0.71).
+does.  With ``q = 0`` nothing outside the initial row space ever moves.  Measured on the MNIST bandit (LeNet5, rank
+50, ``q = 10⁻⁶``, Thompson sampling; ``benchmarks/results/diag_lowrank_mnist.md``): mean reward over 5000 rounds
+0.38 with ``R = 0.1``, 0.64 with ``R = 10⁻⁴`` (0.62–0.63 with ``init_cov`` 10⁻² or 10⁻³); run as seed 003's code runs
+it (``C_0`` on the first 50 coordinates only and a sigmoid mean with a fixed ``R = 10⁻⁴``) 0.62 over 5000 rounds and
+0.90 over 40,000 (the paper's notebook: 0.71), and at chance with ``q = 0`` — there the ``q̄`` step does the learning.
 """
 
 from __future__ import annotations
