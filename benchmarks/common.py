@@ -881,11 +881,12 @@ class SigmoidFixedNoise(NamedTuple):
 
 
 def coordinate_init(factory: Callable, loading: float | None = None) -> Callable:
-    """A diagnostic: the LRKF / LoLoFi agent of ``factory`` with the authors' initial factors ``C_0 = c·[I_d | 0]``
-    (their ``low_rank_diag=True`` / ``diag_last=True``; ``seed-003-hilofi.md`` §14.2.3) — prior variance ``c²`` on
-    the first ``d`` ravelled parameters of each low-rank block only (on LeNet5's hidden block the first convolution's
-    6 biases and 44 of its kernel weights; on LoLoFi's head the 10 biases and 90 weights) instead of banditkit's
-    random orthonormal rows.  ``loading`` is their ``c`` (default: ``√`` of the factory's prior variance)."""
+    """A diagnostic: the LRKF / HiLoFi / LoLoFi agent of ``factory`` with the authors' initial factors
+    ``C_0 = c·[I_d | 0]`` (their ``low_rank_diag=True`` / ``diag_last=True``; ``seed-003-hilofi.md`` §14.2.3) — prior
+    variance ``c²`` on the first ``d`` ravelled parameters of each low-rank block only (on LeNet5's hidden block the
+    first convolution's 6 biases and 44 of its kernel weights; on LoLoFi's head the 10 biases and 90 weights) instead
+    of banditkit's random orthonormal rows.  ``loading`` is their ``c`` (default: ``√`` of the factory's prior
+    variance)."""
     import jax.numpy as jnp
 
     def rows(c, g):
@@ -925,17 +926,18 @@ def seed003_agents(*, rank: int = 50, rank_last: int = 100, q: float = 1e-6, cov
     import optax
 
     m = {} if model is None else dict(model=model)
+    hilofi_post = dict(rank=rank, init_cov_hidden=cov, init_cov_last=cov, dynamics_cov=q)
+    lolofi_post = dict(rank=rank, rank_last=rank_last, init_cov_hidden=cov, init_cov_last=cov, dynamics_cov=q)
+    lrkf_post = dict(rank=rank, init_cov=lrkf_cov, dynamics_cov=q)
     out = {
-        "hilofi_ts": _agent("hilofi-thompson", dict(rank=rank, init_cov_hidden=cov, init_cov_last=cov,
-                                                    dynamics_cov=q), **m),
+        "hilofi_ts": _agent("hilofi-thompson", hilofi_post, **m),
         # Not in the paper: HiLoFi-TS with q_ℓ = 0 (q_h as above).  With q_ℓ > 0 every ``predict`` refactors the
         # full (D_ℓ, D_ℓ) last-layer square root (D_ℓ = 850 on LeNet5: a QR of a 1700×850 stack, ~0.6 s per seed
         # and step on this machine, before commit 2f64caa; a Cholesky of UᵀU + qI since); q_ℓ = 0 skips it.
         "hilofi_ts_qlast0": _agent("hilofi-thompson", dict(rank=rank, init_cov_hidden=cov, init_cov_last=cov,
                                                            dynamics_cov_hidden=q, dynamics_cov_last=0.0), **m),
-        "lolofi_ts": _agent("lolofi-thompson", dict(rank=rank, rank_last=rank_last, init_cov_hidden=cov,
-                                                    init_cov_last=cov, dynamics_cov=q), **m),
-        "lrkf_ts": _agent("lrkf-thompson", dict(rank=rank, init_cov=lrkf_cov, dynamics_cov=q), **m),
+        "lolofi_ts": _agent("lolofi-thompson", lolofi_post, **m),
+        "lrkf_ts": _agent("lrkf-thompson", lrkf_post, **m),
         "lofi_ts": _agent("lofi-thompson", dict(rank=lofi_rank or rank, init_cov=lofi_cov, dynamics_cov=0.0), **m),
     }
     # Opt-in diagnostics (results/diag_lowrank_mnist.md): why LRKF-TS / LoLoFi-TS fall short of the authors'
@@ -943,10 +945,7 @@ def seed003_agents(*, rank: int = 50, rank_last: int = 100, q: float = 1e-6, cov
     # moment-matched Bernoulli; the authors' code as it runs, sigmoid mean with a fixed variance 1e-4), the Thompson
     # draw (each arm's reward from its linearised predictive instead of one parameter draw), or the initial factor
     # (the authors' coordinate rows); ``_auth`` is the authors' configuration: their factors and observation model.
-    bases = {"hilofi_ts": ("hilofi", dict(rank=rank, init_cov_hidden=cov, init_cov_last=cov, dynamics_cov=q)),
-             "lrkf_ts": ("lrkf", dict(rank=rank, init_cov=lrkf_cov, dynamics_cov=q)),
-             "lolofi_ts": ("lolofi", dict(rank=rank, rank_last=rank_last, init_cov_hidden=cov, init_cov_last=cov,
-                                          dynamics_cov=q))}
+    bases = {"hilofi_ts": ("hilofi", hilofi_post), "lrkf_ts": ("lrkf", lrkf_post), "lolofi_ts": ("lolofi", lolofi_post)}
     auth_lik = dict(likelihood=SigmoidFixedNoise(1e-4), **m)
     for base, (spec, post) in bases.items():
         ts = f"{spec}-thompson"
@@ -967,7 +966,8 @@ def seed003_agents(*, rank: int = 50, rank_last: int = 100, q: float = 1e-6, cov
                 "auth_q0": coordinate_init(_agent(ts, dict(post, dynamics_cov=0.0), **auth_lik)),
                 "coord_r1e-4": coordinate_init(_agent(ts, post, obs_noise=1e-4, **m)),
                 # random rows with a smaller prior variance: at the start ‖CHᵀ‖² ≈ init_cov·d/P·‖H‖², below the
-                # q step's q‖H‖² for init_cov = 1e-3 (d/P ≈ 8e-4 on LeNet5) — the coordinate factor's effect without it
+                # q step's q‖H‖² for init_cov = 1e-3 (d/P ≈ 8e-4 on LeNet5), as with the coordinate factor (measured:
+                # that alone does not give the coordinate factor's gain)
                 "r1e-4_cov1e-2": _agent(ts, dict(post, init_cov=1e-2), obs_noise=1e-4, **m),
                 "r1e-4_cov1e-3": _agent(ts, dict(post, init_cov=1e-3), obs_noise=1e-4, **m),
             }
