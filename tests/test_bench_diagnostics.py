@@ -81,7 +81,7 @@ def test_seed003_diagnostics_stay_out_of_the_default_agent_set():
 
 def test_coordinate_init_puts_the_prior_on_the_first_coordinates_and_q_moves_the_rest():
     """The authors' initial factor ``c·[I_d | 0]``; with ``q = 0`` one update moves the mean on those ``d``
-    coordinates only (``Kᵀ = S⁻¹HCᵀC``), with ``q > 0`` on every coordinate (the ``q Hᵀ S⁻¹ ε`` term)."""
+    coordinates only (``Kᵀ = S⁻¹HCᵀC``), with ``q > 0`` also outside them (the ``q Hᵀ S⁻¹ ε`` term)."""
     agents = common.seed003_agents(rank=2, rank_last=3, model=MLP(features=(4,), out=3))
     env = ToyBandit()
     ctx = np.ones((env.dim,), np.float32)
