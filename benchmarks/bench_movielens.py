@@ -34,6 +34,10 @@ def agents_for(env, full_feedback: tuple | None = None) -> dict:
                                    nl_buffers=(50, 4800), nl_lr=0.01, full_feedback=full_feedback)
     extra = common.seed003_agents(eps_greedy=False)
     agents.update({k: extra[k] for k in ("hilofi_ts", "hilofi_ts_qlast0", "lofi_ts")})
+    for k, f in extra.items():  # opt-in (run only when named): LRKF-TS, LoLoFi-TS and seed003_agents' variants
+        if k not in agents and k.split("_")[0] in ("hilofi", "lrkf", "lolofi"):
+            f.opt_in = True
+            agents[k] = f
     return agents
 
 
@@ -41,6 +45,7 @@ def main(argv=None) -> None:
     p = common.parser(__doc__.splitlines()[0], steps=5000, seeds=10)
     p.add_argument("--rank", type=int, default=20)
     p.add_argument("--num-movies", type=int, default=20)
+    p.add_argument("--tag", default="movielens", help="output file prefix (default movielens)")
     args = p.parse_args(argv)
     common.check_args(args)
     tic = time.perf_counter()
@@ -48,7 +53,7 @@ def main(argv=None) -> None:
     agents = common.select(agents_for(env, full_feedback=(common.seed_list(args), args.steps)), args.agents)
     print(f"== MovieLens: {list(agents)}, {args.steps} steps, {common.seeds_text(args)}", flush=True)
     if args.add_seeds:
-        common.check_add_seeds(args.out, "movielens", agents, common.seed_list(args), args.steps)
+        common.check_add_seeds(args.out, args.tag, agents, common.seed_list(args), args.steps)
 
     def write(res) -> None:
         _write(args, env, res)
@@ -61,7 +66,7 @@ def main(argv=None) -> None:
 def _write(args, env, res) -> None:
     u = env.unwrapped
     common.write_outputs(
-        res, args.out, "movielens", merge=args.merge, add_seeds=args.add_seeds,
+        res, args.out, args.tag, merge=args.merge, add_seeds=args.add_seeds,
         title="MovieLens-100k bandit (seed 002 protocol)",
         protocol=f"{args.steps} steps × {{seeds}}, rank {args.rank}, {args.num_movies} movies, "
                  f"MLP1 (50 hidden), Thompson sampling",

@@ -37,14 +37,17 @@ def agents_for(env) -> dict:
     k = int(env.unwrapped.num_actions)
     agents = common.seed002_agents(num_actions=k, warmup_per_arm=20, sgd_lr=0.05, nl_buffers=(20, 5000), nl_lr=0.05)
     agents.update(common.seed003_agents(eps_greedy=False))
-    for drop in ("lolofi_ts", "lrkf_ts"):
-        agents.pop(drop)
+    for name in ("lolofi_ts", "lrkf_ts"):  # not in the protocol's table: run only when named
+        agents[name].opt_in = True
     return agents
 
 
 def main(argv=None) -> None:
     p = common.parser(__doc__.splitlines()[0], steps=5000, seeds=10)
     p.add_argument("--datasets", default=",".join(DATASETS), help=f"comma list from {DATASETS}")
+    p.add_argument("--tag", default="showdown",
+                   help="output file prefix: TAG_DATASET.md / .csv per data set and the overview TAG.md (default "
+                        "showdown; a diagnostic run gets its own, e.g. diag_obsnoise_showdown)")
     args = p.parse_args(argv)
     common.check_args(args)
     names = [d.strip() for d in args.datasets.split(",") if d.strip()]
@@ -57,7 +60,7 @@ def main(argv=None) -> None:
         agents = common.select(agents_for(env), args.agents)
         print(f"== {ds}: {len(agents)} agents, {args.steps} steps, {common.seeds_text(args)}", flush=True)
         if args.add_seeds:
-            common.check_add_seeds(args.out, f"showdown_{ds.lower()}", agents, common.seed_list(args), args.steps)
+            common.check_add_seeds(args.out, f"{args.tag}_{ds.lower()}", agents, common.seed_list(args), args.steps)
 
         def write(res, ds=ds, env=env) -> None:
             _write(args, ds, env, res)
@@ -76,22 +79,22 @@ def _write(args, ds: str, env, res) -> None:
         notes.append("Adult here is the showdown's 14-arm occupation task (seed 002's reference used the "
                      "2-class income label, majority 3776/5000), so the numbers are not comparable with Fig. 2.")
     common.write_outputs(
-        res, args.out, f"showdown_{ds.lower()}", merge=args.merge, add_seeds=args.add_seeds,
+        res, args.out, f"{args.tag}_{ds.lower()}", merge=args.merge, add_seeds=args.add_seeds,
         title=f"Showdown {ds} (seed 002 protocol)",
         protocol=f"{args.steps} steps × {{seeds}}, MLP1 (50 hidden), Thompson sampling",
         full_command=f"python benchmarks/bench_showdown.py --datasets {ds} --steps 5000 --seeds 10",
         notes=notes, extra_md=lambda seeds: common.references(env, args.steps, seeds))
-    write_overview(args.out)
+    write_overview(args.out, args.tag)
 
 
-def write_overview(out: str) -> None:
-    """``showdown.md``: one table over every ``showdown_*_seeds.csv`` present in ``out``."""
+def write_overview(out: str, tag: str = "showdown") -> None:
+    """``TAG.md``: one table over every ``TAG_*_seeds.csv`` present in ``out`` (the notes are the protocol run's)."""
     import pandas as pd
 
     lines = ["# Showdown overview (cumulative reward, mean ± s.e. over seeds)", "",
              "| data set | agent | seeds | steps | cum. reward | run s | compile s |", "|---|---|---|---|---|---|---|"]
     for ds in DATASETS:
-        path = os.path.join(out, f"showdown_{ds.lower()}_seeds.csv")
+        path = os.path.join(out, f"{tag}_{ds.lower()}_seeds.csv")
         if not os.path.exists(path):
             continue
         df = pd.read_csv(path)
@@ -125,7 +128,7 @@ def write_overview(out: str) -> None:
               "one block per arm (the same posterior as one dense block; paired run times in arm_blocks.md).",
               "- A row marked NaN/inf: the runner's health check saw that agent's state go non-finite; after that "
               "its actions are argmax(NaN) = arm 0, so its reward is not a result."]
-    with open(os.path.join(out, "showdown.md"), "w") as fh:
+    with open(os.path.join(out, f"{tag}.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
 
 
