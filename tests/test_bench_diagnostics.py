@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pandas as pd
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
@@ -77,6 +78,43 @@ def test_seed003_diagnostics_stay_out_of_the_default_agent_set():
     f = jnp.asarray([-1.0, 0.0, 2.0])
     np.testing.assert_allclose(lik.mean(f), jax.nn.sigmoid(f), rtol=1e-6)
     np.testing.assert_allclose(lik.cov(f), 1e-4 * np.eye(3), rtol=1e-6)  # fixed, not σ(f)(1 − σ(f))
+    for base in ("hilofi_ts", "lrkf_ts", "lolofi_ts"):  # the observation-variance sweep of diag_obsnoise.py
+        assert agents[base](env).likelihood.obs_noise == 0.1
+        for tag, r in (("_r1e-2", 1e-2), ("_r1e-4", 1e-4)):
+            agent = agents[base + tag](env)
+            assert agent.likelihood.obs_noise == r
+            assert agent.posterior.hyper == agents[base](env).posterior.hyper  # only the variance differs
+
+
+def test_showdown_and_movielens_offer_the_low_rank_filters_only_when_named():
+    import gymnasium as gym
+
+    from benchmarks import bench_movielens, bench_showdown
+
+    for mod, env_id in ((bench_showdown, "banditkit/Shuttle-v0"), (bench_movielens, "banditkit/MovieLens-v0")):
+        agents = mod.agents_for(gym.make(env_id, max_steps=10))
+        default = common.select(agents, "")
+        assert "hilofi_ts" in default and "lrkf_ts" not in default and "lolofi_ts" not in default
+        assert not any("_r1e-" in n for n in default if n.startswith(("hilofi", "lrkf", "lolofi")))
+        named = common.select(agents, "lrkf_ts,lolofi_ts_r1e-2,hilofi_ts_r1e-4")
+        assert list(named) == ["lrkf_ts", "lolofi_ts_r1e-2", "hilofi_ts_r1e-4"]
+
+
+def test_diag_obsnoise_tabulates_each_variance_and_marks_the_best(tmp_path):
+    from benchmarks import diag_obsnoise
+
+    rows = [dict(agent=a, seed=s, mean_reward=m + 0.01 * s, steps=100, nonfinite_by=None)
+            for a, m in (("lrkf_ts", 0.3), ("lrkf_ts_r1e-2", 0.5), ("lrkf_ts_r1e-4", 0.4), ("hilofi_ts", 0.7))
+            for s in range(3)]
+    pd.DataFrame(rows).to_csv(tmp_path / "diag_obsnoise_showdown_shuttle_seeds.csv", index=False)
+    diag_obsnoise.main(["--results", str(tmp_path)])
+    df = pd.read_csv(tmp_path / "diag_obsnoise.csv")
+    assert len(df) == 4 and set(df["env"]) == {"Shuttle"}
+    lrkf = df[df["backend"] == "lrkf_ts"].set_index("obs_noise")["mean_reward"]
+    np.testing.assert_allclose(lrkf[1e-2], 0.51)  # mean over seeds 0.50, 0.51, 0.52
+    md = (tmp_path / "diag_obsnoise.md").read_text()
+    assert "| Shuttle | lrkf_ts | 3 × 100 | 0.3100 ± 0.0058 | **0.5100 ± 0.0058** | 0.4100 ± 0.0058 | 1e-2 |" in md
+    assert "| Shuttle | hilofi_ts | 3 × 100 | **0.7100 ± 0.0058** | – | – | 0.1 |" in md
 
 
 def test_coordinate_init_puts_the_prior_on_the_first_coordinates_and_q_moves_the_rest():
