@@ -104,6 +104,11 @@ def write_overview(out: str, tag: str = "showdown") -> None:
                 agent = f"{agent} (**NaN/inf state in {int(r.nonfinite_seeds)} seed(s): not valid**)"
             lines.append(f"| {ds} | {agent} | {int(r.seeds)} | {int(r.steps)} | "
                          f"{r.cum_reward:.1f} ± {r.cum_reward_se:.1f} | {r.run_s:.1f} | {r.compile_s:.1f} |")
+    if tag != "showdown":  # a diagnostic's own tag: the protocol table's notes below are about its rows
+        lines += ["", f"Diagnostic run (`--tag {tag}`); the protocol's table and notes: `showdown.md`."]
+        with open(os.path.join(out, f"{tag}.md"), "w") as fh:
+            fh.write("\n".join(lines) + "\n")
+        return
     lines += ["", "**Notes:**", "",
               "- Seed 002's reference notebook (2 trials, CPU; not the paper's figure) on Shuttle: EKF-Sub-SVD "
               "4731 ± 116, EKF-Sub-RND 4846.5 (random subspace around the warm-up fit, as `ekf_sub_rnd` since "

@@ -5,7 +5,8 @@ default; ``diag_lowrank_mnist.md`` measured that ``1e-4`` lifts LRKF-TS and LoLo
 script runs nothing: it collects the paired runs of HiLoFi-TS, LRKF-TS and LoLoFi-TS at ``obs_noise`` 0.1 / 1e-2 /
 1e-4 (``common.seed003_agents``' ``_r1e-2`` / ``_r1e-4`` variants; everything else seed 003's MNIST settings) that
 the benchmark scripts wrote, one table per environment, into ``diag_obsnoise.md`` / ``.csv``: per backend and
-environment the mean reward per round (mean ± s.e. over seeds) at each variance, the best in bold.
+environment the mean reward per round (mean ± s.e. over seeds) at each variance, the best in bold, and the best's
+gain over the default 0.1 paired by seed.  Hand-written ``**Run note`` paragraphs at the end of the file are kept.
 
 Inputs (``--results``), each from its own command (listed in the output):
 
@@ -70,15 +71,24 @@ def collect(results: str) -> pd.DataFrame:
                 rows.append(dict(env=env, backend=backend, obs_noise=r, seeds=len(g), steps=steps.pop(),
                                  mean_reward=float(g["mean_reward"].mean()), se=common.se(g["mean_reward"]),
                                  nonfinite_seeds=int(g["nonfinite_by"].notna().sum())
-                                 if "nonfinite_by" in g else 0))
+                                 if "nonfinite_by" in g else 0,
+                                 per_seed=dict(zip(g["seed"].astype(int), g["mean_reward"].astype(float),
+                                                   strict=True))))
     return pd.DataFrame(rows)
+
+
+def paired_gain(best: dict, default: dict) -> tuple[float, float]:
+    """Mean ± s.e. over the seeds both rows ran of ``best[seed] − default[seed]`` (per-seed mean rewards)."""
+    seeds = sorted(set(best) & set(default))
+    d = [best[k] - default[k] for k in seeds]
+    return float(sum(d) / len(d)), common.se(d)
 
 
 def render(df: pd.DataFrame) -> list[str]:
     """The Markdown table: one row per (environment, backend), one column per variance, the best mean in bold."""
     head = " | ".join(f"obs_noise {_label(r)}" for r in VARIANCES.values())
-    lines = [f"| environment | agent | seeds × rounds | {head} | best |",
-             "|---|---|---|" + "---|" * len(VARIANCES) + "---|"]
+    lines = [f"| environment | agent | seeds × rounds | {head} | best | best − 0.1, paired |",
+             "|---|---|---|" + "---|" * len(VARIANCES) + "---|---|"]
     for (env, backend), g in df.groupby(["env", "backend"], sort=False):
         g = g.set_index("obs_noise")
         best = g["mean_reward"].idxmax()
@@ -91,7 +101,11 @@ def render(df: pd.DataFrame) -> list[str]:
             text = f"{x.mean_reward:.4f} ± {x.se:.4f}" + (" (NaN/inf)" if x.nonfinite_seeds else "")
             cells.append(f"**{text}**" if r == best else text)
         size = f"{int(g['seeds'].iloc[0])} × {int(g['steps'].iloc[0])}"
-        lines.append(f"| {env} | {backend} | {size} | " + " | ".join(cells) + f" | {_label(best)} |")
+        gain = "–"
+        if best != 0.1 and 0.1 in g.index:
+            m, e = paired_gain(g.loc[best, "per_seed"], g.loc[0.1, "per_seed"])
+            gain = f"{m:+.4f} ± {e:.4f}"
+        lines.append(f"| {env} | {backend} | {size} | " + " | ".join(cells) + f" | {_label(best)} | {gain} |")
     return lines
 
 
@@ -109,23 +123,31 @@ def main(argv=None) -> None:
     if df.empty:
         raise SystemExit(f"no input found in {args.results}; run the commands in this script's docstring first")
     os.makedirs(out, exist_ok=True)
-    df.to_csv(os.path.join(out, "diag_obsnoise.csv"), index=False)
+    df.drop(columns="per_seed").to_csv(os.path.join(out, "diag_obsnoise.csv"), index=False)
+    md_path = os.path.join(out, "diag_obsnoise.md")
+    run_notes = []  # hand-written notes (from the first "**Run note" line on) survive a re-render
+    if os.path.exists(md_path):
+        with open(md_path) as fh:
+            old = fh.read().splitlines()
+        first = next((i for i, line in enumerate(old) if line.startswith("**Run note")), None)
+        run_notes = [""] + old[first:] if first is not None else []
     lines = ["# Observation variance of the low-rank filters across environments (diagnostic)", "",
              "Mean reward per round (mean ± standard error over seeds; each environment in its own units) of "
              "HiLoFi-TS, LRKF-TS and LoLoFi-TS with the Gaussian likelihood's variance `obs_noise` 0.1 (make_agent's "
              "default), 1e-2 and 1e-4 — the opt-in `_r1e-2` / `_r1e-4` variants of `common.seed003_agents`, otherwise "
              "seed 003's MNIST settings (rank 50, q = 1e-6, prior variance 0.1 / 1.0 for LRKF).  The three "
              "variances of a row ran on the same seeds and rounds.  Rendered by "
-             "`python benchmarks/diag_obsnoise.py` from the runs' CSVs.", "", "**Commands (inputs):**", ""]
+             "`python benchmarks/diag_obsnoise.py` from the runs' CSVs; the last column is the mean over seeds of the "
+             "best variance's reward minus the default's on the same seed.", "", "**Commands (inputs):**", ""]
     lines += [f"- `{c}" + ("" if c.endswith(")") else "`") for c in COMMANDS]
     lines += ["", "AGENTS = `" + ",".join(b + s for b in BACKENDS for s in VARIANCES) + "`.  Each input's own table "
               "(`diag_lowrank_mnist.md`, `diag_obsnoise_showdown_*.md`, `diag_obsnoise_movielens.md`) names its "
               "machine and commit.", "", *render(df), "", "**Noise of one observed reward** (variance of r / "
               "reward_scale given context and arm):", ""]
-    lines += [f"- {env}: {noise}" for env, _, noise in SOURCES]
-    with open(os.path.join(out, "diag_obsnoise.md"), "w") as fh:
-        fh.write("\n".join(lines) + "\n")
-    print(f"wrote {os.path.join(out, 'diag_obsnoise.md')}")
+    lines += [f"- {env}: {noise}" for env, _, noise in SOURCES] + run_notes
+    with open(md_path, "w") as fh:
+        fh.write("\n".join(lines).rstrip("\n") + "\n")
+    print(f"wrote {md_path}")
 
 
 if __name__ == "__main__":

@@ -100,6 +100,19 @@ def test_showdown_and_movielens_offer_the_low_rank_filters_only_when_named():
         assert list(named) == ["lrkf_ts", "lolofi_ts_r1e-2", "hilofi_ts_r1e-4"]
 
 
+def test_showdown_overview_of_a_tagged_run_keeps_the_protocol_notes_out(tmp_path):
+    from benchmarks import bench_showdown
+
+    rows = [dict(agent="lrkf_ts", seed=s, cum_reward=100.0 + s, mean_reward=0.5, late_reward=0.5, final_regret=1.0,
+                 steps=200, compile_s=1.0, run_s=2.0, per_step_s=0.01, wall_s=3.0, truncated=False,
+                 nonfinite_by=None) for s in range(3)]
+    pd.DataFrame(rows).to_csv(tmp_path / "diag_x_adult_seeds.csv", index=False)
+    bench_showdown.write_overview(str(tmp_path), "diag_x")
+    md = (tmp_path / "diag_x.md").read_text()
+    assert "| Adult | lrkf_ts | 3 | 200 | 101.0 ± 0.6 |" in md
+    assert "`--tag diag_x`" in md and "neural_linear rows" not in md and not (tmp_path / "showdown.md").exists()
+
+
 def test_diag_obsnoise_tabulates_each_variance_and_marks_the_best(tmp_path):
     from benchmarks import diag_obsnoise
 
@@ -113,8 +126,14 @@ def test_diag_obsnoise_tabulates_each_variance_and_marks_the_best(tmp_path):
     lrkf = df[df["backend"] == "lrkf_ts"].set_index("obs_noise")["mean_reward"]
     np.testing.assert_allclose(lrkf[1e-2], 0.51)  # mean over seeds 0.50, 0.51, 0.52
     md = (tmp_path / "diag_obsnoise.md").read_text()
-    assert "| Shuttle | lrkf_ts | 3 × 100 | 0.3100 ± 0.0058 | **0.5100 ± 0.0058** | 0.4100 ± 0.0058 | 1e-2 |" in md
-    assert "| Shuttle | hilofi_ts | 3 × 100 | **0.7100 ± 0.0058** | – | – | 0.1 |" in md
+    # the gain over 0.1 is paired by seed: every seed gains 0.2 exactly, so its s.e. is 0
+    assert ("| Shuttle | lrkf_ts | 3 × 100 | 0.3100 ± 0.0058 | **0.5100 ± 0.0058** | 0.4100 ± 0.0058 | 1e-2 | "
+            "+0.2000 ± 0.0000 |") in md
+    assert "| Shuttle | hilofi_ts | 3 × 100 | **0.7100 ± 0.0058** | – | – | 0.1 | – |" in md
+    with open(tmp_path / "diag_obsnoise.md", "a") as fh:  # a hand-written note survives a re-render
+        fh.write("\n**Run note (by hand):** kept.\n")
+    diag_obsnoise.main(["--results", str(tmp_path)])
+    assert (tmp_path / "diag_obsnoise.md").read_text().count("**Run note (by hand):** kept.") == 1
 
 
 def test_coordinate_init_puts_the_prior_on_the_first_coordinates_and_q_moves_the_rest():
