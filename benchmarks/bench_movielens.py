@@ -35,7 +35,7 @@ def agents_for(env, full_feedback: tuple | None = None) -> dict:
     extra = common.seed003_agents(eps_greedy=False)
     agents.update({k: extra[k] for k in ("hilofi_ts", "hilofi_ts_qlast0", "lofi_ts")})
     for k, f in extra.items():  # opt-in (run only when named): LRKF-TS, LoLoFi-TS and seed003_agents' variants
-        if k not in agents and k.split("_")[0] in ("hilofi", "lrkf", "lolofi"):
+        if k not in agents and k.split("_")[0] in ("hilofi", "lrkf", "lolofi", "lofi"):
             f.opt_in = True
             agents[k] = f
     return agents

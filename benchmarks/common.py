@@ -929,6 +929,7 @@ def seed003_agents(*, rank: int = 50, rank_last: int = 100, q: float = 1e-6, cov
     hilofi_post = dict(rank=rank, init_cov_hidden=cov, init_cov_last=cov, dynamics_cov=q)
     lolofi_post = dict(rank=rank, rank_last=rank_last, init_cov_hidden=cov, init_cov_last=cov, dynamics_cov=q)
     lrkf_post = dict(rank=rank, init_cov=lrkf_cov, dynamics_cov=q)
+    lofi_post = dict(rank=lofi_rank or rank, init_cov=lofi_cov, dynamics_cov=0.0)
     out = {
         "hilofi_ts": _agent("hilofi-thompson", hilofi_post, **m),
         # Not in the paper: HiLoFi-TS with q_ℓ = 0 (q_h as above).  With q_ℓ > 0 every ``predict`` refactors the
@@ -938,14 +939,15 @@ def seed003_agents(*, rank: int = 50, rank_last: int = 100, q: float = 1e-6, cov
                                                            dynamics_cov_hidden=q, dynamics_cov_last=0.0), **m),
         "lolofi_ts": _agent("lolofi-thompson", lolofi_post, **m),
         "lrkf_ts": _agent("lrkf-thompson", lrkf_post, **m),
-        "lofi_ts": _agent("lofi-thompson", dict(rank=lofi_rank or rank, init_cov=lofi_cov, dynamics_cov=0.0), **m),
+        "lofi_ts": _agent("lofi-thompson", lofi_post, **m),
     }
     # Opt-in diagnostics (results/diag_lowrank_mnist.md): why LRKF-TS / LoLoFi-TS fall short of the authors'
     # notebook.  Each changes one thing of the agent above: the observation model (Gaussian variance 0.01 or 1e-4; the
     # moment-matched Bernoulli; the authors' code as it runs, sigmoid mean with a fixed variance 1e-4), the Thompson
     # draw (each arm's reward from its linearised predictive instead of one parameter draw), or the initial factor
     # (the authors' coordinate rows); ``_auth`` is the authors' configuration: their factors and observation model.
-    bases = {"hilofi_ts": ("hilofi", hilofi_post), "lrkf_ts": ("lrkf", lrkf_post), "lolofi_ts": ("lolofi", lolofi_post)}
+    bases = {"hilofi_ts": ("hilofi", hilofi_post), "lrkf_ts": ("lrkf", lrkf_post), "lolofi_ts": ("lolofi", lolofi_post),
+             "lofi_ts": ("lofi", lofi_post)}
     auth_lik = dict(likelihood=SigmoidFixedNoise(1e-4), **m)
     for base, (spec, post) in bases.items():
         ts = f"{spec}-thompson"

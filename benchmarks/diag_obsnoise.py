@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import common  # noqa: E402
 
-BACKENDS = ("hilofi_ts", "lrkf_ts", "lolofi_ts")
+BACKENDS = ("hilofi_ts", "lrkf_ts", "lolofi_ts", "lofi_ts")
 VARIANCES = {"": 0.1, "_r1e-2": 1e-2, "_r1e-4": 1e-4}
 # (environment, seeds CSV, what one observed reward's noise is: the variance of r / reward_scale given the context
 # and arm, from the environment's definition)
