@@ -2,9 +2,9 @@
 
 banditkit's agents observe ``r / reward_scale`` through a Gaussian likelihood of variance ``obs_noise = 0.1`` by
 default; ``diag_lowrank_mnist.md`` measured that ``1e-4`` lifts LRKF-TS and LoLoFi-TS on the MNIST bandit.  This
-script runs nothing: it collects the paired runs of HiLoFi-TS, LRKF-TS and LoLoFi-TS at ``obs_noise`` 0.1 / 1e-2 /
-1e-4 (``common.seed003_agents``' ``_r1e-2`` / ``_r1e-4`` variants; everything else seed 003's MNIST settings) that
-the benchmark scripts wrote, one table per environment, into ``diag_obsnoise.md`` / ``.csv``: per backend and
+script runs nothing: it collects the paired runs of HiLoFi-TS, LRKF-TS, LoLoFi-TS and LoFi-TS at ``obs_noise`` 0.1 /
+1e-2 / 1e-4 (``common.seed003_agents``' ``_r1e-2`` / ``_r1e-4`` variants; everything else seed 003's MNIST settings)
+that the benchmark scripts wrote, one table per environment, into ``diag_obsnoise.md`` / ``.csv``: per backend and
 environment the mean reward per round (mean ± s.e. over seeds) at each variance, the best in bold, and the best's
 gain over the default 0.1 paired by seed.  Hand-written ``**Run note`` paragraphs at the end of the file are kept.
 
@@ -133,10 +133,11 @@ def main(argv=None) -> None:
         run_notes = [""] + old[first:] if first is not None else []
     lines = ["# Observation variance of the low-rank filters across environments (diagnostic)", "",
              "Mean reward per round (mean ± standard error over seeds; each environment in its own units) of "
-             "HiLoFi-TS, LRKF-TS and LoLoFi-TS with the Gaussian likelihood's variance `obs_noise` 0.1 (make_agent's "
-             "default), 1e-2 and 1e-4 — the opt-in `_r1e-2` / `_r1e-4` variants of `common.seed003_agents`, otherwise "
-             "seed 003's MNIST settings (rank 50, q = 1e-6, prior variance 0.1 / 1.0 for LRKF).  The three "
-             "variances of a row ran on the same seeds and rounds.  Rendered by "
+             "HiLoFi-TS, LRKF-TS, LoLoFi-TS and LoFi-TS with the Gaussian likelihood's variance `obs_noise` 0.1 "
+             "(make_agent's default), 1e-2 and 1e-4 — the opt-in `_r1e-2` / `_r1e-4` variants of "
+             "`common.seed003_agents`, otherwise seed 003's MNIST settings (rank 50; q = 1e-6 and prior variance 0.1, "
+             "1.0 for LRKF; LoFi q = 0 and prior variance e⁻⁸).  The three variances of a row ran on the same "
+             "seeds and rounds.  Rendered by "
              "`python benchmarks/diag_obsnoise.py` from the runs' CSVs; the last column is the mean over seeds of the "
              "best variance's reward minus the default's on the same seed.", "", "**Commands (inputs):**", ""]
     lines += [f"- `{c}" + ("" if c.endswith(")") else "`") for c in COMMANDS]
