@@ -31,6 +31,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import common  # noqa: E402
 
+# This script only reads other runs' CSVs: it runs no agent and times nothing, so it has no --blas-threads option
+# (tests/test_threads.py checks that a script marked so calls no runner).
+RENDER_ONLY = True
 BACKENDS = ("hilofi_ts", "lrkf_ts", "lolofi_ts", "lofi_ts")
 VARIANCES = {"": 0.1, "_r1e-2": 1e-2, "_r1e-4": 1e-4}
 # (environment, seeds CSV, what one observed reward's noise is: the variance of r / reward_scale given the context
