@@ -87,6 +87,33 @@ def _write(args, ds: str, env, res) -> None:
     write_overview(args.out, args.tag)
 
 
+# The protocol table's notes (showdown.md), about its rows; a diagnostic's own --tag gets a pointer instead.
+_PROTOCOL_NOTES = ["", "**Notes:**", "",
+    "- Seed 002's reference notebook (2 trials, CPU; not the paper's figure) on Shuttle: EKF-Sub-SVD "
+    "4731 ± 116, EKF-Sub-RND 4846.5 (random subspace around the warm-up fit, as `ekf_sub_rnd` since "
+    "2026-11-25; `_nowarm` rows: no warm-up), linear 4413.5, NL-unlimited 4089, NL-limited 3840, "
+    "EKF-Orig-Diag 3915.  The paper calls the tables "
+    "\"too simple to be a reliable way of measuring performance differences\"; Mushroom is not in it.",
+    "- neural_linear rows were re-run after commit 276f66b (the body is fit by least squares; before, the "
+    "obs-noise-scaled NLL made plain SGD take 100× steps and the body went NaN at the first retraining on "
+    "Mushroom).  `neural_linear_lim` on Shuttle diverged in one seed of the 3-seed run (its 20-point buffer "
+    "held a context with |x| = 56 and sgd(0.05, momentum 0.9), the reference's setting, blew up within 8 "
+    "steps); since commit 133e006 a retraining that comes out non-finite is discarded (the previous body "
+    "kept), and the 10-seed runs have no flagged seed.  Since 2026-11-26 (commit f736cd7) a retraining "
+    "whose buffer loss ends more than twice where it started is discarded too (finite runaways to weights "
+    "of 4e15 had left 1-2 of 10 Shuttle seeds non-finite), and make_agent keeps the head regression as "
+    "one block per arm; the neural_linear rows were re-run then (diag_nl_guard.md counts the discarded "
+    "retrainings).",
+    "- `linear`: make_agent's linear agent, one mean and covariance per arm and one noise variance shared "
+    "by all arms (since 2026-11-26; the same posterior as the joint computation of the earlier rows, "
+    "20-45× faster here); `linear_per_arm`: the paper's per-arm Lin-TS, each arm its own noise variance "
+    "too (diag_linear_noise_shuttle.md: the rarely pulled arms keep the prior's scale).",
+    "- `hilofi_ts` / `hilofi_ts_qlast0`: since 2026-11-26 make_agent keeps HiLoFi's last-layer covariance as "
+    "one block per arm (the same posterior as one dense block; paired run times in arm_blocks.md).",
+    "- A row marked NaN/inf: the runner's health check saw that agent's state go non-finite; after that "
+    "its actions are argmax(NaN) = arm 0, so its reward is not a result."]
+
+
 def write_overview(out: str, tag: str = "showdown") -> None:
     """``TAG.md``: one table over every ``TAG_*_seeds.csv`` present in ``out`` (the notes are the protocol run's)."""
     import pandas as pd
@@ -104,37 +131,13 @@ def write_overview(out: str, tag: str = "showdown") -> None:
                 agent = f"{agent} (**NaN/inf state in {int(r.nonfinite_seeds)} seed(s): not valid**)"
             lines.append(f"| {ds} | {agent} | {int(r.seeds)} | {int(r.steps)} | "
                          f"{r.cum_reward:.1f} ± {r.cum_reward_se:.1f} | {r.run_s:.1f} | {r.compile_s:.1f} |")
-    if tag != "showdown":  # a diagnostic's own tag: the protocol table's notes below are about its rows
+    if tag != "showdown":  # a diagnostic's own tag: the protocol table's notes are about the protocol's rows
         lines += ["", f"Diagnostic run (`--tag {tag}`); the protocol's table and notes: `showdown.md`."]
-        with open(os.path.join(out, f"{tag}.md"), "w") as fh:
-            fh.write("\n".join(lines) + "\n")
-        return
-    lines += ["", "**Notes:**", "",
-              "- Seed 002's reference notebook (2 trials, CPU; not the paper's figure) on Shuttle: EKF-Sub-SVD "
-              "4731 ± 116, EKF-Sub-RND 4846.5 (random subspace around the warm-up fit, as `ekf_sub_rnd` since "
-              "2026-11-25; `_nowarm` rows: no warm-up), linear 4413.5, NL-unlimited 4089, NL-limited 3840, "
-              "EKF-Orig-Diag 3915.  The paper calls the tables "
-              "\"too simple to be a reliable way of measuring performance differences\"; Mushroom is not in it.",
-              "- neural_linear rows were re-run after commit 276f66b (the body is fit by least squares; before, the "
-              "obs-noise-scaled NLL made plain SGD take 100× steps and the body went NaN at the first retraining on "
-              "Mushroom).  `neural_linear_lim` on Shuttle diverged in one seed of the 3-seed run (its 20-point buffer "
-              "held a context with |x| = 56 and sgd(0.05, momentum 0.9), the reference's setting, blew up within 8 "
-              "steps); since commit 133e006 a retraining that comes out non-finite is discarded (the previous body "
-              "kept), and the 10-seed runs have no flagged seed.  Since 2026-11-26 (commit f736cd7) a retraining "
-              "whose buffer loss ends more than twice where it started is discarded too (finite runaways to weights "
-              "of 4e15 had left 1-2 of 10 Shuttle seeds non-finite), and make_agent keeps the head regression as "
-              "one block per arm; the neural_linear rows were re-run then (diag_nl_guard.md counts the discarded "
-              "retrainings).",
-              "- `linear`: make_agent's linear agent, one mean and covariance per arm and one noise variance shared "
-              "by all arms (since 2026-11-26; the same posterior as the joint computation of the earlier rows, "
-              "20-45× faster here); `linear_per_arm`: the paper's per-arm Lin-TS, each arm its own noise variance "
-              "too (diag_linear_noise_shuttle.md: the rarely pulled arms keep the prior's scale).",
-              "- `hilofi_ts` / `hilofi_ts_qlast0`: since 2026-11-26 make_agent keeps HiLoFi's last-layer covariance as "
-              "one block per arm (the same posterior as one dense block; paired run times in arm_blocks.md).",
-              "- A row marked NaN/inf: the runner's health check saw that agent's state go non-finite; after that "
-              "its actions are argmax(NaN) = arm 0, so its reward is not a result."]
+    else:
+        lines += _PROTOCOL_NOTES
     with open(os.path.join(out, f"{tag}.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
+
 
 
 if __name__ == "__main__":

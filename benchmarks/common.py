@@ -616,6 +616,20 @@ def pool_curves(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
 _BEFORE_RUN: dict[tuple, tuple[pd.DataFrame, pd.DataFrame]] = {}
 
 
+def hand_notes(md_path: str) -> list[str]:
+    """The hand-written run notes of an existing table ``md_path``: its lines from the first ``**Run note`` to the
+    end, trailing blank lines dropped (``[]`` when the file or the notes are absent), for a rewrite to carry over."""
+    if not os.path.exists(md_path):
+        return []
+    with open(md_path) as fh:
+        lines = fh.read().splitlines()
+    first = next((i for i, line in enumerate(lines) if line.startswith("**Run note")), None)
+    notes = lines[first:] if first is not None else []
+    while notes and not notes[-1].strip():
+        notes.pop()
+    return notes
+
+
 def _merge_previous(out: str, tag: str, seeds_df: pd.DataFrame, cur: pd.DataFrame, order: list[str],
                     add_seeds: bool = False):
     """The existing table's agents not re-run now, merged with this run's (see ``write_outputs(merge=True)``);
@@ -655,16 +669,12 @@ def _merge_previous(out: str, tag: str, seeds_df: pd.DataFrame, cur: pd.DataFram
     cur = cur.sort_values("agent", key=lambda c: c.map(rank), kind="stable").reset_index(drop=True)
     if "nonfinite_by" not in seeds_df:
         seeds_df["nonfinite_by"] = np.nan
-    cmds, machines, run_notes = [], [], []
+    cmds, machines = [], []
     md_path = os.path.join(out, f"{tag}.md")
+    run_notes = hand_notes(md_path)
     if os.path.exists(md_path):
         with open(md_path) as fh:
             lines = fh.read().splitlines()
-        first_note = next((i for i, line in enumerate(lines) if line.startswith("**Run note")), None)
-        if first_note is not None:
-            run_notes = lines[first_note:]
-            while run_notes and not run_notes[-1].strip():
-                run_notes.pop()
         for i, line in enumerate(lines):
             if line.startswith("**Command (this table):**"):
                 cmds.append(line.split(":**", 1)[1].strip())
@@ -942,7 +952,8 @@ def seed003_agents(*, rank: int = 50, rank_last: int = 100, q: float = 1e-6, cov
         "lofi_ts": _agent("lofi-thompson", lofi_post, **m),
     }
     # Opt-in diagnostics (results/diag_lowrank_mnist.md): why LRKF-TS / LoLoFi-TS fall short of the authors'
-    # notebook.  Each changes one thing of the agent above: the observation model (Gaussian variance 0.01 or 1e-4; the
+    # notebook; the ``_r1e-2`` / ``_r1e-4`` ones of every filter also across environments (results/diag_obsnoise.md).
+    # Each changes one thing of the agent above: the observation model (Gaussian variance 0.01 or 1e-4; the
     # moment-matched Bernoulli; the authors' code as it runs, sigmoid mean with a fixed variance 1e-4), the Thompson
     # draw (each arm's reward from its linearised predictive instead of one parameter draw), or the initial factor
     # (the authors' coordinate rows); ``_auth`` is the authors' configuration: their factors and observation model.

@@ -128,12 +128,7 @@ def main(argv=None) -> None:
     os.makedirs(out, exist_ok=True)
     df.drop(columns="per_seed").to_csv(os.path.join(out, "diag_obsnoise.csv"), index=False)
     md_path = os.path.join(out, "diag_obsnoise.md")
-    run_notes = []  # hand-written notes (from the first "**Run note" line on) survive a re-render
-    if os.path.exists(md_path):
-        with open(md_path) as fh:
-            old = fh.read().splitlines()
-        first = next((i for i, line in enumerate(old) if line.startswith("**Run note")), None)
-        run_notes = [""] + old[first:] if first is not None else []
+    notes = common.hand_notes(md_path)  # hand-written run notes survive a re-render
     lines = ["# Observation variance of the low-rank filters across environments (diagnostic)", "",
              "Mean reward per round (mean ± standard error over seeds; each environment in its own units) of "
              "HiLoFi-TS, LRKF-TS, LoLoFi-TS and LoFi-TS with the Gaussian likelihood's variance `obs_noise` 0.1 "
@@ -148,9 +143,9 @@ def main(argv=None) -> None:
               "(`diag_lowrank_mnist.md`, `diag_obsnoise_showdown_*.md`, `diag_obsnoise_movielens.md`) names its "
               "machine and commit.", "", *render(df), "", "**Noise of one observed reward** (variance of r / "
               "reward_scale given context and arm):", ""]
-    lines += [f"- {env}: {noise}" for env, _, noise in SOURCES] + run_notes
+    lines += [f"- {env}: {noise}" for env, _, noise in SOURCES] + ([""] + notes if notes else [])
     with open(md_path, "w") as fh:
-        fh.write("\n".join(lines).rstrip("\n") + "\n")
+        fh.write("\n".join(lines) + "\n")
     print(f"wrote {md_path}")
 
 
