@@ -396,9 +396,34 @@ def load_average(minutes: int = 1) -> float | None:
 
 
 def commit_note() -> str:
-    """``"; banditkit at commit C"`` when ``BANDITKIT_COMMIT=C`` is set in the environment, else ``""``."""
-    commit = os.environ.get("BANDITKIT_COMMIT", "")
+    """``"; banditkit at commit C"`` for the machine line of a result, so that a row names the code that made it.
+
+    ``C`` is ``BANDITKIT_COMMIT`` where that is set, else the git commit of the checkout that holds the imported
+    ``banditkit`` (:func:`code_commit`), with ``" plus uncommitted changes"`` where that checkout's ``banditkit/`` or
+    ``benchmarks/*.py`` differ from it: such a row cannot be re-made from any commit.  ``""`` where neither tells
+    (an installed wheel, no git)."""
+    commit = os.environ.get("BANDITKIT_COMMIT", "") or code_commit()
     return f"; banditkit at commit {commit}" if commit else ""
+
+
+def code_commit() -> str:
+    """The short git commit of the checkout holding the imported ``banditkit`` plus ``" plus uncommitted changes"``
+    where its code (``banditkit/``, ``benchmarks/*.py``; not the results) differs from that commit; ``""`` where it is
+    not a git checkout or git cannot be run."""
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(bk.__file__)))
+
+    def git(*argv: str) -> str:
+        return subprocess.run(["git", "-C", root, *argv], capture_output=True, text=True, check=True,
+                              timeout=30).stdout.strip()
+
+    try:
+        commit = git("rev-parse", "--short", "HEAD")
+        changed = git("status", "--porcelain", "--", "banditkit", "benchmarks/*.py")
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return commit + (" plus uncommitted changes" if changed else "")
 
 
 def play_thompson(agent, fbs: Sequence, steps: int, seeds: Sequence[int]):
