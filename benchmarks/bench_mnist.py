@@ -186,6 +186,7 @@ def _write_seed002(args, env, res, mname: str) -> None:
 
 def main(argv=None) -> None:
     p = common.parser(__doc__.splitlines()[0], steps=0, seeds=10)
+    common.add_check(p)
     p.add_argument("--protocol", choices=sorted(FULL), default="seed003", help="seed003 (item 1) or seed002 (item 2)")
     p.add_argument("--models", default="mlp1,lenet5", help="seed002 only: comma list from mlp1, lenet5")
     p.add_argument("--tag", default="", help="output file prefix (default mnist_seed003 / mnist_seed002_MODEL); "
@@ -201,3 +202,4 @@ def main(argv=None) -> None:
 
 if __name__ == "__main__":
     main()
+    sys.exit(common.check_exit_status())

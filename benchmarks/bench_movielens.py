@@ -43,6 +43,7 @@ def agents_for(env, full_feedback: tuple | None = None) -> dict:
 
 def main(argv=None) -> None:
     p = common.parser(__doc__.splitlines()[0], steps=5000, seeds=10)
+    common.add_check(p)
     p.add_argument("--rank", type=int, default=20)
     p.add_argument("--num-movies", type=int, default=20)
     p.add_argument("--tag", default="movielens", help="output file prefix (default movielens)")
@@ -86,3 +87,4 @@ def _write(args, env, res) -> None:
 
 if __name__ == "__main__":
     main()
+    sys.exit(common.check_exit_status())

@@ -44,6 +44,7 @@ def agents_for(env) -> dict:
 
 def main(argv=None) -> None:
     p = common.parser(__doc__.splitlines()[0], steps=5000, seeds=10)
+    common.add_check(p)
     p.add_argument("--datasets", default=",".join(DATASETS), help=f"comma list from {DATASETS}")
     p.add_argument("--tag", default="showdown",
                    help="output file prefix: TAG_DATASET.md / .csv per data set and the overview TAG.md (default "
@@ -84,7 +85,8 @@ def _write(args, ds: str, env, res) -> None:
         protocol=f"{args.steps} steps × {{seeds}}, MLP1 (50 hidden), Thompson sampling",
         full_command=f"python benchmarks/bench_showdown.py --datasets {ds} --steps 5000 --seeds 10",
         notes=notes, extra_md=lambda seeds: common.references(env, args.steps, seeds))
-    write_overview(args.out, args.tag)
+    if args.check is None:  # --check writes nothing
+        write_overview(args.out, args.tag)
 
 
 # The protocol table's notes (showdown.md), about its rows; a diagnostic's own --tag gets a pointer instead.
@@ -142,3 +144,4 @@ def write_overview(out: str, tag: str = "showdown") -> None:
 
 if __name__ == "__main__":
     main()
+    sys.exit(common.check_exit_status())

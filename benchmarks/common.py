@@ -65,6 +65,16 @@ def parser(description: str, *, steps: int, seeds: int) -> argparse.ArgumentPars
     return p
 
 
+def add_check(p: argparse.ArgumentParser) -> None:
+    """``--check ROUNDS``: re-make the start of a committed table's rows and compare, writing nothing
+    (:func:`check_against_table`)."""
+    p.add_argument("--check", type=int, default=None, metavar="ROUNDS",
+                   help="write nothing: run each agent for its first ROUNDS rounds (to the end of that chunk) of the "
+                        "table's streams (give the table's --steps, --seeds and --chunk) and compare its mean "
+                        "cumulative reward and regret with TAG_curve.csv in --out at every point of it up to there; "
+                        "exit status 1 where an agent's rows differ (the code does not re-make them)")
+
+
 def add_blas_threads(p: argparse.ArgumentParser) -> None:
     """``--blas-threads N|system`` (default 1, as the ``banditkit`` command): see :mod:`banditkit.threads`."""
     p.add_argument("--blas-threads", default="1",
@@ -100,6 +110,12 @@ def check_args(args: argparse.Namespace) -> None:
         raise SystemExit(f"--seeds must be >= 1, got {args.seeds}")
     if getattr(args, "first_seed", 0) < 0:
         raise SystemExit(f"--first-seed must be >= 0, got {args.first_seed}")
+    _CHECK.update(rounds=getattr(args, "check", None), differs=[])
+    if _CHECK["rounds"] is not None:
+        if args.check < 1:
+            raise SystemExit(f"--check must be >= 1 rounds, got {args.check}")
+        if args.merge or args.add_seeds or args.render:
+            raise SystemExit("--check writes nothing: it cannot be used with --merge, --add-seeds or --render")
     if getattr(args, "add_seeds", False):
         args.merge = True
     elif args.seeds < 3:
@@ -174,6 +190,7 @@ class _TimeCap(Exception):
 
 
 _STOP = {"flag": False}
+_CHECK: dict = {"rounds": None, "differs": []}  # --check: the rounds to re-make, and "TAG: agent" of each mismatch
 _RUN_COUNTER = itertools.count()
 
 
@@ -192,7 +209,8 @@ def install_stop_signal() -> None:
 
 def run_agents(env, agents: dict[str, Callable], steps: int, seeds: int | Sequence[int], *, progress: bool = False,
                log: Callable[[str], None] = print, max_agent_s: float | None = None,
-               chunk: int | None = None, on_agent: Callable[[Result], None] | None = None) -> Result:
+               chunk: int | None = None, on_agent: Callable[[Result], None] | None = None,
+               stop_after: int | None = None) -> Result:
     """Run each ``agents[name](env)`` (a factory returning a ``BanditAgent``) with the compiled runner.
 
     An agent whose run raises is recorded in ``failures`` (the message) and the others go on: a benchmark must
@@ -202,6 +220,7 @@ def run_agents(env, agents: dict[str, Callable], steps: int, seeds: int | Sequen
     ``compile_s`` ≈ first chunk's time − one chunk's run time and ``run_s`` = the chunk times after the first
     (scaled to all finished chunks).  ``on_agent(partial)`` is called after every agent with the results so far
     (agents not finished yet listed in ``failures`` as pending), so a run that is killed or hangs keeps its tables.
+    ``stop_after`` stops each agent at the end of the chunk in which it finishes that many rounds (``--check``).
     """
     frames, timing, failures = [], {}, {}
     run_id = f"{time.strftime('%Y-%m-%dT%H:%M:%S')}/{os.getpid()}/{next(_RUN_COUNTER)}"
@@ -221,8 +240,9 @@ def run_agents(env, agents: dict[str, Callable], steps: int, seeds: int | Sequen
             marks.append(time.perf_counter())
             parts.append(df)
             health.update(df.attrs.get("nonfinite", {}))
-            late = int(df["step"].max()) < steps - 1
-            if late and (_STOP["flag"] or (max_agent_s is not None and marks[-1] - marks[0] > max_agent_s)):
+            done = int(df["step"].max()) + 1
+            if done < steps and (_STOP["flag"] or (max_agent_s is not None and marks[-1] - marks[0] > max_agent_s)
+                                 or (stop_after is not None and done >= stop_after)):
                 raise _TimeCap()
 
         try:
@@ -240,7 +260,8 @@ def run_agents(env, agents: dict[str, Callable], steps: int, seeds: int | Sequen
             t = dict(compile_s=max(float(gaps[0]) - per_chunk, 0.0), run_s=run_s, per_step_s=run_s / done,
                      steps=done, seeds=int(df["seed"].nunique()), mode="compiled", truncated=True,
                      nonfinite=dict(health))
-            log(f"[{name}] stopped ({'SIGUSR1' if _STOP['flag'] else 'time cap'}) after {done} of {steps} rounds")
+            why = "SIGUSR1" if _STOP["flag"] else "time cap" if stop_after is None or done < stop_after else "check"
+            log(f"[{name}] stopped ({why}) after {done} of {steps} rounds")
         except Exception as e:  # noqa: BLE001 - reported in the table
             failures[name] = f"{type(e).__name__}: {e}"
             log(f"[{name}] FAILED after {time.perf_counter() - tic:.1f}s: {failures[name][:300]}")
@@ -267,6 +288,9 @@ def run_or_render(args: argparse.Namespace, env, agents: dict[str, Callable],
     if getattr(args, "render", False):
         print("--render: no agent runs; the table is rewritten from its CSVs", flush=True)
         return _result([], {}, {})
+    if getattr(args, "check", None) is not None:
+        return run_agents(env, agents, args.steps, seed_list(args), progress=args.progress, chunk=args.chunk,
+                          stop_after=args.check)
     return run_agents(env, agents, args.steps, seed_list(args), progress=args.progress, max_agent_s=args.max_agent_s,
                       chunk=args.chunk, on_agent=on_agent)
 
@@ -530,6 +554,9 @@ def write_outputs(res: Result, out: str, tag: str, *, title: str, protocol: str,
     both parts' counts, means and standard errors).  An agent whose old rows share a seed with this run, or ran a
     different number of rounds, raises ``ValueError`` (:func:`check_add_seeds` says so before a run starts).
     ``extra_md`` may be a function of the table's seeds (sorted), e.g. :func:`references` over all of them."""
+    if _CHECK["rounds"] is not None:
+        check_against_table(res, out, tag)
+        return summary(per_seed(res, reward_fn), list(res.timing))
     seeds_df = per_seed(res, reward_fn)
     order = list(order) if order is not None else list(res.timing)
     cur = curve(res)
@@ -598,6 +625,53 @@ def write_outputs(res: Result, out: str, tag: str, *, title: str, protocol: str,
     with open(os.path.join(out, f"{tag}.md"), "w") as fh:
         fh.write("\n".join(md) + "\n")
     return s
+
+
+def check_against_table(res: Result, out: str, tag: str) -> pd.DataFrame:
+    """``--check``: compare each agent's re-made start with the committed ``out/TAG_curve.csv``.
+
+    For every point ``s`` of the committed curve with ``s`` < the rounds re-made, the mean over seeds of the
+    cumulative reward and of the cumulative regret at ``s`` must equal the committed ones (to 1e-9 relative: the
+    CSV's decimal rounding).  The verdict per agent is printed and returned (``agent``, ``verdict``,
+    ``points``, ``first_step_differing``); a differing agent is recorded, and :func:`check_exit_status` is then 1.
+    An agent missing from the table, or whose table rows pool another number of seeds, is ``not comparable``."""
+    path = os.path.join(out, f"{tag}_curve.csv")
+    if not os.path.exists(path):
+        raise SystemExit(f"--check: no committed {path} to compare with (give the table's folder as --out)")
+    table = pd.read_csv(path)
+    df = res.frame.assign(cum_reward=res.frame.groupby(["agent", "seed"], sort=False)["reward"].cumsum())
+    rows = []
+    for agent in res.timing:
+        g = df[df["agent"] == agent]
+        seeds, done = g["seed"].nunique(), int(g["step"].max()) + 1
+        t = table[(table["agent"] == agent) & (table["step"] < done)]
+        mean = g.groupby("step")[["cum_reward", "cumulative_regret"]].mean()
+        row = dict(agent=agent, points=len(t), first_step_differing=None)
+        if t.empty or int(t["n"].max()) != seeds:
+            why = "not in the table" if t.empty else f"the table pools {int(t['n'].max())} seeds, this run {seeds}"
+            row["verdict"] = f"not comparable ({why})"
+        else:
+            new = mean.loc[t["step"].to_numpy()]
+            same = (np.isclose(new["cum_reward"].to_numpy(), t["cum_reward"].to_numpy(), rtol=1e-9, atol=1e-9)
+                    & np.isclose(new["cumulative_regret"].to_numpy(), t["cum_regret"].to_numpy(), rtol=1e-9,
+                                 atol=1e-9))
+            if same.all():
+                row["verdict"] = f"re-made: {len(t)} points up to round {int(t['step'].max()) + 1} equal"
+            else:
+                row["first_step_differing"] = int(t["step"].to_numpy()[~same][0])
+                row["verdict"] = f"DIFFERS from round {row['first_step_differing'] + 1}"
+                _CHECK["differs"].append(f"{tag}: {agent}")
+        rows.append(row)
+        print(f"[check {tag}] {agent}: {row['verdict']}", flush=True)
+    return pd.DataFrame(rows)
+
+
+def check_exit_status() -> int:
+    """1 where a ``--check`` found an agent whose rows differ from its committed table, else 0."""
+    if _CHECK["differs"]:
+        print("--check: rows not re-made by this code: " + "; ".join(_CHECK["differs"]), flush=True)
+        return 1
+    return 0
 
 
 def check_add_seeds(out: str, tag: str, agents: Sequence[str], seeds: Sequence[int], steps: int) -> None:

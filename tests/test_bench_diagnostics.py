@@ -255,3 +255,25 @@ def test_bench_compile_checks_the_values_and_writes_the_table(tmp_path):
     assert "| uniform (1000, 6) |" in (tmp_path / "compile.md").read_text()
     with pytest.raises(SystemExit, match="no case"):
         bench_compile.main(["--only", "nothing-like-this", "--out", str(tmp_path)])
+
+
+def test_showdown_check_re_makes_its_own_table_and_flags_a_changed_row(tmp_path, capsys):
+    """bench_showdown --check end to end: a table just written is re-made (exit status 0, no file touched);
+    after its committed curve is altered, the same check reports the agent and exit status 1."""
+    from benchmarks import bench_showdown
+
+    base = ["--datasets", "Mushroom", "--steps", "40", "--seeds", "3", "--agents", "linear", "--chunk", "10",
+            "--out", str(tmp_path)]
+    bench_showdown.main(base)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    bench_showdown.main([*base, "--check", "15"])
+    assert "[check showdown_mushroom] linear: re-made:" in capsys.readouterr().out
+    assert common.check_exit_status() == 0
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+    cur = pd.read_csv(tmp_path / "showdown_mushroom_curve.csv")
+    cur.loc[cur["step"] == 10, "cum_reward"] += 5.0
+    cur.to_csv(tmp_path / "showdown_mushroom_curve.csv", index=False)
+    bench_showdown.main([*base, "--check", "15"])
+    assert "linear: DIFFERS from round 11" in capsys.readouterr().out
+    assert common.check_exit_status() == 1

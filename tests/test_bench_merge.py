@@ -186,3 +186,41 @@ def test_protocol_line_names_the_tables_seeds_and_render_rewrites_without_runnin
     with pytest.raises(SystemExit, match="--render: no"):
         common.write_outputs(common.Result(pd.DataFrame(), {}, {}), str(tmp_path / "none"), "t", title="T",
                              protocol="p", full_command="f")
+
+
+def test_check_compares_a_re_made_start_with_the_committed_curve_and_writes_nothing(tmp_path, monkeypatch):
+    """--check: the same rows re-made -> equal; other rewards -> DIFFERS (exit status 1); other seeds -> not
+    comparable; the table's files are left as they were."""
+    _write(tmp_path, _noisy(["a", "b"], [0, 1, 2]), False, ["bench.py"], monkeypatch)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    args = argparse.Namespace(steps=30, seeds=3, first_seed=0, out=str(tmp_path), blas_threads="1", merge=False,
+                              add_seeds=False, render=False, check=10)
+    common.check_args(args)
+    start = _noisy(["a", "b"], [0, 1, 2])
+    start = common.Result(start.frame[start.frame["step"] < 12], start.timing)  # the first 12 of 30 rounds
+    v = common.check_against_table(start, str(tmp_path), "t").set_index("agent")
+    assert v.loc["a", "verdict"].startswith("re-made:") and v.loc["a", "points"] >= 5
+    assert common.check_exit_status() == 0
+
+    other = _noisy(["b", "a"], [0, 1, 2])  # each agent gets the other's stream
+    other = common.Result(other.frame[other.frame["step"] < 12], other.timing)
+    v = common.check_against_table(other, str(tmp_path), "t").set_index("agent")
+    assert v.loc["a", "verdict"].startswith("DIFFERS from round") and v.loc["a", "first_step_differing"] >= 0
+    assert common.check_exit_status() == 1
+
+    fewer = _noisy(["a"], [0, 1])
+    v = common.check_against_table(fewer, str(tmp_path), "t").set_index("agent")
+    assert v.loc["a", "verdict"] == "not comparable (the table pools 3 seeds, this run 2)"
+    _write(tmp_path, start, False, ["bench.py", "--check", "10"], monkeypatch)  # write_outputs in check mode
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    common.check_args(argparse.Namespace(**{**vars(args), "check": None}))  # the next command starts afresh
+    assert common.check_exit_status() == 0
+
+
+def test_check_refuses_options_that_write():
+    args = argparse.Namespace(steps=30, seeds=3, first_seed=0, out="x", blas_threads="1", merge=True,
+                              add_seeds=False, render=False, check=10)
+    with pytest.raises(SystemExit, match="--check writes nothing"):
+        common.check_args(args)
+    with pytest.raises(SystemExit, match="--check must be >= 1"):
+        common.check_args(argparse.Namespace(**{**vars(args), "merge": False, "check": 0}))
