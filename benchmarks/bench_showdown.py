@@ -141,7 +141,6 @@ def write_overview(out: str, tag: str = "showdown") -> None:
         fh.write("\n".join(lines) + "\n")
 
 
-
 if __name__ == "__main__":
     main()
     sys.exit(common.check_exit_status())

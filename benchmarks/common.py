@@ -395,12 +395,17 @@ def markdown_table(s: pd.DataFrame, reward_label: str = "cum. reward") -> str:
     return "\n".join(lines) + "\n"
 
 
+def _with_cum_reward(frame: pd.DataFrame) -> pd.DataFrame:
+    """The per-step frame with each (agent, seed)'s running total of reward as ``cum_reward``."""
+    return frame.assign(cum_reward=frame.groupby(["agent", "seed"], sort=False)["reward"].cumsum())
+
+
 def curve(res: Result, points: int = 200) -> pd.DataFrame:
     """Mean ± s.e. over seeds of the cumulative regret and cumulative reward at ≤ ``points`` steps per agent."""
     df = res.frame
     if df.empty:
         return pd.DataFrame()
-    df = df.assign(cum_reward=df.groupby(["agent", "seed"], sort=False)["reward"].cumsum())
+    df = _with_cum_reward(df)
     steps = np.unique(df["step"].to_numpy())
     keep = steps[np.unique(np.linspace(0, len(steps) - 1, min(points, len(steps))).round().astype(int))]
     d = df[df["step"].isin(keep)]
@@ -639,7 +644,7 @@ def check_against_table(res: Result, out: str, tag: str) -> pd.DataFrame:
     if not os.path.exists(path):
         raise SystemExit(f"--check: no committed {path} to compare with (give the table's folder as --out)")
     table = pd.read_csv(path)
-    df = res.frame.assign(cum_reward=res.frame.groupby(["agent", "seed"], sort=False)["reward"].cumsum())
+    df = _with_cum_reward(res.frame)
     rows = []
     for agent in res.timing:
         g = df[df["agent"] == agent]
