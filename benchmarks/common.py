@@ -288,11 +288,10 @@ def run_or_render(args: argparse.Namespace, env, agents: dict[str, Callable],
     if getattr(args, "render", False):
         print("--render: no agent runs; the table is rewritten from its CSVs", flush=True)
         return _result([], {}, {})
-    if getattr(args, "check", None) is not None:
-        return run_agents(env, agents, args.steps, seed_list(args), progress=args.progress, chunk=args.chunk,
-                          stop_after=args.check)
-    return run_agents(env, agents, args.steps, seed_list(args), progress=args.progress, max_agent_s=args.max_agent_s,
-                      chunk=args.chunk, on_agent=on_agent)
+    check = getattr(args, "check", None)  # --check: the first rounds only, no time cap, no table written per agent
+    return run_agents(env, agents, args.steps, seed_list(args), progress=args.progress,
+                      max_agent_s=None if check is not None else args.max_agent_s, chunk=args.chunk,
+                      on_agent=None if check is not None else on_agent, stop_after=check)
 
 
 def _result(frames: list, timing: dict, failures: dict) -> Result:
