@@ -22,6 +22,7 @@ Usage::
 
     python benchmarks/bench_kuairec.py --data-dir ~/KuaiRec/data --steps 200000 --seeds 3   # real data
     python benchmarks/bench_kuairec.py --seeds 5                                           # look-alike
+    python benchmarks/bench_kuairec.py --seeds 5 --check 2000   # does this code re-make the committed rows?
 """
 
 from __future__ import annotations
@@ -60,7 +61,11 @@ def main(argv=None) -> None:
     p.add_argument("--lookalike-size", default="500,200,14,30",
                    help="without --data-dir: USERS,VIDEOS,DAYS,PER_DAY of the synthetic look-alike, or 'fixture' "
                         "for the library's 216-round test one")
+    common.add_check(p)
     args = p.parse_args(argv)
+    if args.render or args.merge:
+        p.error("bench_kuairec does not take --render / --merge: its daily-reward table is computed from every "
+                "round of the agents it shows, which the committed CSVs do not keep; re-run all of them")
     real = args.data_dir is not None
     folder = None  # the sized look-alike's temporary files, removed once the env has read them
     if real:
@@ -94,8 +99,7 @@ def main(argv=None) -> None:
     def write(res) -> None:
         _write(args, env, res, source, real)
 
-    res = common.run_agents(env, chosen, args.steps, args.seeds, progress=args.progress,
-                            max_agent_s=args.max_agent_s, chunk=args.chunk, on_agent=write)
+    res = common.run_or_render(args, env, chosen, on_agent=write)
     write(res)
     print(f"done in {time.perf_counter() - tic:.0f}s", flush=True)
 
@@ -126,7 +130,8 @@ def _write(args, env, res, source: str, real: bool) -> None:
             v = [pd.Series(pick(wr, axis=1)).groupby(days).mean().mean() for wr in wrs]
             lines.append(f"| {label} | {np.mean(v):.4f} ± {common.se(v):.4f} | — | — |")
         daily_md = "\n".join(lines) + "\n"
-        per_day.to_csv(os.path.join(args.out, "kuairec_daily.csv"), index=False)
+        if args.check is None:  # --check writes nothing
+            per_day.to_csv(os.path.join(args.out, "kuairec_daily.csv"), index=False)
     common.write_outputs(
         res, args.out, "kuairec", merge=args.merge,
         title=f"KuaiRec bandit (seed 003 protocol) — {source}",
@@ -157,3 +162,4 @@ def _lookalike_size(p, text: str) -> dict:
 
 if __name__ == "__main__":
     main()
+    sys.exit(common.check_exit_status())

@@ -33,3 +33,34 @@ def test_malformed_lookalike_size_is_refused(size, capsys):
     with pytest.raises(SystemExit):
         bench_kuairec.main(["--seeds", "3", "--lookalike-size", size])
     assert "--lookalike-size" in capsys.readouterr().err
+
+
+def test_check_re_makes_the_table_and_writes_nothing(tmp_path, capsys):
+    """--check on the look-alike: a table just written is re-made (exit status 0, no file touched, the daily CSV
+    included); an altered committed curve is reported with exit status 1."""
+    import pandas as pd
+
+    from benchmarks import common
+
+    base = ["--seeds", "3", "--steps", "30", "--chunk", "10", "--agents", "lrkf_ts", "--lookalike-size", "12,20,3,10",
+            "--out", str(tmp_path)]
+    bench_kuairec.main(base)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    bench_kuairec.main([*base, "--check", "15"])
+    assert "[check kuairec] lrkf_ts: re-made: 20 points up to round 20 equal" in capsys.readouterr().out
+    assert common.check_exit_status() == 0
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+    cur = pd.read_csv(tmp_path / "kuairec_curve.csv")
+    cur.loc[cur["step"] == 19, "cum_reward"] += 1.0
+    cur.to_csv(tmp_path / "kuairec_curve.csv", index=False)
+    bench_kuairec.main([*base, "--check", "15"])
+    assert "lrkf_ts: DIFFERS from round 20" in capsys.readouterr().out
+    assert common.check_exit_status() == 1
+
+
+@pytest.mark.parametrize("flag", ["--render", "--merge"])
+def test_render_and_merge_are_refused_with_the_reason(flag, capsys):
+    with pytest.raises(SystemExit):
+        bench_kuairec.main(["--seeds", "3", flag])
+    assert "daily-reward table" in capsys.readouterr().err
