@@ -21,12 +21,14 @@ Time per iteration = one ask + one tell, objective excluded; JAX compilation ins
 ``jax.monitoring`` compile events) is reported apart as ``compile_s`` and removed from ``run_s``.
 
 Outputs (``--out``, default ``benchmarks/results``), written incrementally (a killed run keeps its finished runs):
-``bo_runs.csv`` (one row per task × method × seed), ``bo_iters.csv.gz`` (per iteration: best regret so far, seconds;
+``bo_runs.csv`` (one row per task × method × seed), ``bo_iters.csv.gz`` (per iteration: best regret so far, seconds,
+the queried value ``y`` (since 2026-11-27);
 gzip-compressed, appended one gzip member per run — ``pandas.read_csv`` reads it as one table),
 ``bo_time_n.csv`` (time per iteration against n), ``bo_machine.csv`` (machine and load average per run); at the
 end ``bo.md``, ``bo_curves.png`` (the ``HEADLINE`` methods; every method in ``bo_curves_all.png``), ``bo_time.png``,
 ``bo_pareto.png`` (time per iteration against average rank).
-``--report`` rebuilds the report from the CSVs.
+``--report`` rebuilds the report from the CSVs; ``--check ITERS`` re-runs the selected runs' first queries and
+compares them with the committed ones, writing nothing (:func:`check_runs`).
 """
 
 from __future__ import annotations
@@ -311,7 +313,8 @@ def one_run(task: str, method: str, seed: int, budget: int, clock: CompileClock,
         ys, times, comp = run_banditkit(method, f, warm, budget, seed, clock, dict(cfg, refine=REFINE.get(fname)))
     regret = best_regret(warm_best, ys, f.minimum)
     iters = pd.DataFrame(dict(task=task, method=method, seed=seed, iter=np.arange(1, budget + 1),
-                              n=d + np.arange(budget), regret=regret, time_s=times, compile_s=comp))
+                              n=d + np.arange(budget), regret=regret, time_s=times, compile_s=comp,
+                              y=np.asarray(ys, np.float64)))
     row = dict(task=task, method=method, seed=seed, dim=d, budget=budget, final_regret=float(regret[-1]),
                run_s=float(np.sum(times)), compile_s=float(np.sum(comp)), median_iter_s=float(np.median(times)),
                mean_iter_s=float(np.mean(times)))
@@ -324,9 +327,17 @@ def best_regret(warm_best: float, ys, f_min: float) -> np.ndarray:
 
 
 def _append(path: str, df: pd.DataFrame) -> None:
-    """Add rows to a CSV (a ``.gz`` one gets a new gzip member, so a killed run keeps what it wrote)."""
-    df.to_csv(path, mode="a", header=not os.path.exists(path), index=False,
-              compression="gzip" if path.endswith(".gz") else None)
+    """Add rows to a CSV (a ``.gz`` one gets a new gzip member, so a killed run keeps what it wrote).  A file written
+    with other columns (an older version's ``bo_iters.csv.gz``, without ``y``) is first rewritten with the union of
+    both sets, missing values empty, so one header holds for every row."""
+    compression = "gzip" if path.endswith(".gz") else None
+    if os.path.exists(path) and list(pd.read_csv(path, nrows=0).columns) != list(df.columns):
+        old = pd.read_csv(path)
+        old = pd.concat([old, df.iloc[:0]], ignore_index=True)  # the union of columns, old order first
+        old.to_csv(path + ".tmp", index=False, compression=compression)
+        os.replace(path + ".tmp", path)
+        df = df.reindex(columns=old.columns)
+    df.to_csv(path, mode="a", header=not os.path.exists(path), index=False, compression=compression)
 
 
 def drop_runs(out: str, keys: set[tuple[str, str, int]]) -> int:
@@ -348,6 +359,46 @@ def drop_runs(out: str, keys: set[tuple[str, str, int]]) -> int:
         iters = pd.read_csv(its_path)
         iters[keep(iters)].to_csv(its_path, index=False, compression="gzip")
     return int((~kept).sum())
+
+
+def check_runs(out: str, keys: list[tuple[str, str, int, int]], rounds: int, cfg: dict) -> int:
+    """``--check ITERS``: re-run each ``(task, method, seed, budget)`` in ``keys`` for its first ``min(ITERS,
+    budget)`` queries (a run's first queries do not depend on its budget; no checkpoint is read or written) and
+    compare them with the committed rows of ``out/bo_iters.csv.gz``, writing nothing.
+
+    Compared per iteration (to 1e-9 relative): the queried value ``y`` where the table has it (rows written since
+    2026-11-27), else the best regret so far, a weaker test (queries that do not improve on the best leave it
+    unchanged), so the verdict then says how many times the best improved within the compared iterations.
+    Returns the exit status: 1 when a run differs, else 0."""
+    path = os.path.join(out, "bo_iters.csv.gz")
+    if not os.path.exists(path):
+        raise SystemExit(f"--check: no committed {path} to compare with (give the table's folder as --out)")
+    table = pd.read_csv(path)
+    if "y" not in table:
+        table["y"] = np.nan
+    clock, differs = CompileClock(), []
+    for task, method, seed, budget in keys:
+        old = table[(table.task == task) & (table.method == method) & (table.seed == seed)].sort_values("iter")
+        label = f"[check bo] {task} {method} seed {seed}:"
+        if old.empty:
+            print(f"{label} not comparable (not in the table)", flush=True)
+            continue
+        k = min(rounds, budget, len(old))
+        _, new = one_run(task, method, seed, k, clock, cfg, ckpt_dir=None)
+        old = old.iloc[:k]
+        by_y = bool(old["y"].notna().all())
+        col = "y" if by_y else "regret"
+        same = np.isclose(new[col].to_numpy(), old[col].to_numpy(), rtol=1e-9, atol=1e-12)
+        if same.all():
+            ups = int((np.diff(old["regret"].to_numpy()) < 0).sum())
+            how = "values" if by_y else f"best regrets (the best improved {ups} time{'' if ups == 1 else 's'} in them)"
+            print(f"{label} re-made: {k} queries' {how} equal", flush=True)
+        else:
+            differs.append(f"{task} {method} seed {seed}")
+            print(f"{label} DIFFERS from query {int(old['iter'].to_numpy()[~same][0])} ({col})", flush=True)
+    if differs:
+        print("--check: runs not re-made by this code: " + "; ".join(differs), flush=True)
+    return int(bool(differs))
 
 
 def iters_path(out: str) -> str:
@@ -810,6 +861,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--checkpoint-dir", default=None,
                    help="where BoTorch runs save their state after every query (default OUT/bo_checkpoints); "
                         "re-running the same command resumes an interrupted run; 'none' disables")
+    p.add_argument("--check", type=int, default=None, metavar="ITERS",
+                   help="write nothing: run this command's task x method x seed runs for their first ITERS queries "
+                        "and compare them with bo_iters.csv.gz in --out (check_runs); exit status 1 where a run "
+                        "differs (this code does not re-make it)")
     bench_common.add_blas_threads(p)
     args = p.parse_args(argv)
     bench_common.apply_blas_threads(args.blas_threads)
@@ -833,6 +888,14 @@ def main(argv: list[str] | None = None) -> None:
     for m in not_run:
         print(f"peer {m} skipped: {not_run[m]}", file=sys.stderr)
     methods = [m for m in methods if m not in not_run]
+    if args.check is not None:
+        if args.check < 1:
+            raise SystemExit(f"--check must be >= 1 queries, got {args.check}")
+        if args.append or args.replace or args.report or args.time_n:
+            raise SystemExit("--check writes nothing: it cannot be used with --append, --replace, --report or "
+                             "--time-n")
+        keys = [(t, m, s, max(1, int(round(TASKS[t][2] * scale)))) for t in tasks for m in methods for s in seeds]
+        sys.exit(check_runs(args.out, keys, args.check, dict(n_candidates=args.n_candidates)))
     cmd_path = os.path.join(args.out, "bo_command.txt")
     ckpt_dir = None if args.checkpoint_dir == "none" else (args.checkpoint_dir
                                                            or os.path.join(args.out, "bo_checkpoints"))

@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pandas as pd
+import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from benchmarks import bench_bo  # noqa: E402
@@ -113,3 +114,58 @@ def test_replace_runs_the_named_runs_again_and_keeps_the_others(tmp_path):
     assert len(its_after) == len(its_before) and not its_after.duplicated(key + ["iter"]).any()
     commands = (tmp_path / "bo_command.txt").read_text().splitlines()
     assert commands[-1].endswith("--replace --out " + out) and "--replace" in (tmp_path / "bo.md").read_text()
+
+
+def test_check_re_makes_runs_by_their_values_and_flags_a_changed_one(tmp_path, capsys):
+    """--check: runs just written are re-made query by query (exit status 0, nothing written); an altered value is
+    reported with exit status 1; a table without the values (older rows) is compared by best regret, and the
+    verdict says how informative that was; a run not in the table is not comparable."""
+    out = str(tmp_path)
+    bench_bo.main(["--quick", "--methods", "random,tpe", "--out", out])
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    check = ["--quick", "--methods", "random,tpe", "--check", "5", "--out", out]
+    with pytest.raises(SystemExit) as ex:
+        bench_bo.main(check)
+    assert ex.value.code == 0
+    printed = capsys.readouterr().out
+    assert printed.count("re-made: 5 queries' values equal") == 4  # branin x {random, tpe} x seeds {0, 1}
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
+
+    its = pd.read_csv(tmp_path / "bo_iters.csv.gz")
+    altered = its.copy()
+    altered.loc[(altered.method == "tpe") & (altered.seed == 1) & (altered.iter == 3), "y"] += 1.0
+    altered.to_csv(tmp_path / "bo_iters.csv.gz", index=False, compression="gzip")
+    with pytest.raises(SystemExit) as ex:
+        bench_bo.main(check)
+    assert ex.value.code == 1
+    assert "branin tpe seed 1: DIFFERS from query 3 (y)" in capsys.readouterr().out
+
+    its.drop(columns="y").to_csv(tmp_path / "bo_iters.csv.gz", index=False, compression="gzip")  # older rows
+    with pytest.raises(SystemExit) as ex:
+        bench_bo.main(["--tasks", "branin", "--budget-scale", "0.2", "--methods", "random,tpe", "--seed-list", "0,7",
+                       "--check", "5", "--out", out])  # --quick's budget (8), seeds 0 and 7
+    assert ex.value.code == 0
+    printed = capsys.readouterr().out
+    assert "branin random seed 0: re-made: 5 queries' best regrets (the best improved" in printed
+    assert "branin tpe seed 7: not comparable (not in the table)" in printed
+
+
+def test_append_to_an_older_iters_file_keeps_one_header(tmp_path):
+    """bo_iters.csv.gz written before the ``y`` column: appending a run with it rewrites the file once with both
+    sets of columns (old rows' y empty), so the table still reads as one."""
+    path = str(tmp_path / "bo_iters.csv.gz")
+    old = pd.DataFrame(dict(task="branin", method="random", seed=0, iter=[1, 2], regret=[3.0, 2.0]))
+    bench_bo._append(path, old)
+    new = pd.DataFrame(dict(task="branin", method="tpe", seed=0, iter=[1, 2], regret=[4.0, 1.0], y=[5.0, 2.0]))
+    bench_bo._append(path, new)
+    bench_bo._append(path, new.assign(seed=1))
+    got = pd.read_csv(path)
+    assert list(got.columns) == ["task", "method", "seed", "iter", "regret", "y"] and len(got) == 6
+    assert got.y.isna().sum() == 2 and got.y.iloc[2:].tolist() == [5.0, 2.0, 5.0, 2.0]
+
+
+def test_check_refuses_options_that_write(tmp_path):
+    with pytest.raises(SystemExit, match="--check writes nothing"):
+        bench_bo.main(["--quick", "--methods", "random", "--check", "3", "--append", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit, match="--check must be >= 1"):
+        bench_bo.main(["--quick", "--methods", "random", "--check", "0", "--out", str(tmp_path)])
