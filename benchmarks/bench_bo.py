@@ -368,7 +368,11 @@ def check_runs(out: str, keys: list[tuple[str, str, int, int]], rounds: int, cfg
 
     Compared per iteration (to 1e-9 relative): the queried value ``y`` where the table has it (rows written since
     2026-11-27), else the best regret so far, a weaker test (queries that do not improve on the best leave it
-    unchanged), so the verdict then says how many times the best improved within the compared iterations.
+    unchanged), so the verdict then says how many times the best improved within the compared iterations.  A
+    differing run's verdict gives both values at its first difference and their relative difference: a network
+    surrogate's float32 steps round differently with the number of cores XLA:CPU is given (``taskset``; measured
+    on Branin LoFi-TS seed 0, query 1: 1e-6 relative between one core and two), so a difference of that size
+    alone is rounding, not a change of method.
     Returns the exit status: 1 when a run differs, else 0."""
     path = os.path.join(out, "bo_iters.csv.gz")
     if not os.path.exists(path):
@@ -395,7 +399,10 @@ def check_runs(out: str, keys: list[tuple[str, str, int, int]], rounds: int, cfg
             print(f"{label} re-made: {k} queries' {how} equal", flush=True)
         else:
             differs.append(f"{task} {method} seed {seed}")
-            print(f"{label} DIFFERS from query {int(old['iter'].to_numpy()[~same][0])} ({col})", flush=True)
+            i = int(np.flatnonzero(~same)[0])
+            a, b = float(new[col].to_numpy()[i]), float(old[col].to_numpy()[i])
+            print(f"{label} DIFFERS from query {int(old['iter'].to_numpy()[i])} ({col} {a:.10g} against the table's "
+                  f"{b:.10g}, relative {abs(a - b) / max(abs(b), 1e-300):.1e})", flush=True)
     if differs:
         print("--check: runs not re-made by this code: " + "; ".join(differs), flush=True)
     return int(bool(differs))

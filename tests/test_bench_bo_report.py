@@ -138,7 +138,7 @@ def test_check_re_makes_runs_by_their_values_and_flags_a_changed_one(tmp_path, c
     with pytest.raises(SystemExit) as ex:
         bench_bo.main(check)
     assert ex.value.code == 1
-    assert "branin tpe seed 1: DIFFERS from query 3 (y)" in capsys.readouterr().out
+    assert "branin tpe seed 1: DIFFERS from query 3 (y " in capsys.readouterr().out
 
     its.drop(columns="y").to_csv(tmp_path / "bo_iters.csv.gz", index=False, compression="gzip")  # older rows
     with pytest.raises(SystemExit) as ex:
