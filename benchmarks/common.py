@@ -101,6 +101,19 @@ def blas_note() -> str:
     return "BLAS threads " + ("/".join(map(str, counts)) if counts else "n/a (no BLAS library loaded)")
 
 
+def cores_note() -> str:
+    """``", process on 1 of them"`` where this process may run on fewer cores than the machine has (``taskset``),
+    else ``""``.  XLA:CPU sizes its thread pool by the cores a process may use, and how it splits a product over
+    them changes the float rounding: a run pinned to one core and the same run on two differ (measured: Showdown
+    Mushroom EKF-Sub-SVD from round 51, Branin LoFi-TS at the first query), so a result's line says which."""
+    try:
+        mine = len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity on this OS
+        return ""
+    total = os.cpu_count() or mine
+    return f", process on {mine} of them" if mine < total else ""
+
+
 def check_args(args: argparse.Namespace) -> None:
     """Refuse bad ``--steps`` / ``--seeds``; apply ``--blas-threads``."""
     apply_blas_threads(args.blas_threads)
@@ -503,7 +516,7 @@ def machine(load: bool = True) -> str:
 
     avg = load_average() if load else None
     load_txt = f", load average at the end {avg:.1f}" if avg is not None else ""
-    return (f"{platform.machine()} CPU, {os.cpu_count()} cores shared with other users{load_txt}; "
+    return (f"{platform.machine()} CPU, {os.cpu_count()} cores shared with other users{cores_note()}{load_txt}; "
             f"python {platform.python_version()}, jax {jax.__version__} ({jax.default_backend()}), {blas_note()}"
             f"{commit_note()}")
 

@@ -277,3 +277,14 @@ def test_showdown_check_re_makes_its_own_table_and_flags_a_changed_row(tmp_path,
     bench_showdown.main([*base, "--check", "15"])
     assert "linear: DIFFERS from round 11" in capsys.readouterr().out
     assert common.check_exit_status() == 1
+
+
+def test_machine_line_says_when_the_process_is_pinned_to_fewer_cores(monkeypatch):
+    """XLA:CPU's rounding depends on the cores a process may use, so a pinned run's machine line says so."""
+    monkeypatch.setattr(common.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(common.os, "sched_getaffinity", lambda pid: {1}, raising=False)
+    assert common.cores_note() == ", process on 1 of them"
+    assert "2 cores shared with other users, process on 1 of them" in common.machine(load=False)
+    monkeypatch.setattr(common.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert common.cores_note() == ""
+    assert "2 cores shared with other users;" in common.machine(load=False)
