@@ -231,7 +231,8 @@ def run_agents(env, agents: dict[str, Callable], steps: int, seeds: int | Sequen
     first chunk that ends more than ``max_agent_s`` after its first chunk (so compilation does not count); its
     finished rounds are kept (``timing[name]["truncated"] = True``), with
     ``compile_s`` ≈ first chunk's time − one chunk's run time and ``run_s`` = the chunk times after the first
-    (scaled to all finished chunks).  ``on_agent(partial)`` is called after every agent with the results so far
+    (scaled to all finished chunks); stopped after its first chunk, ``compile_s`` is NaN and ``run_s`` that chunk's
+    time, compilation included.  ``on_agent(partial)`` is called after every agent with the results so far
     (agents not finished yet listed in ``failures`` as pending), so a run that is killed or hangs keeps its tables.
     ``stop_after`` stops each agent at the end of the chunk in which it finishes that many rounds (``--check``).
     """
@@ -268,9 +269,11 @@ def run_agents(env, agents: dict[str, Callable], steps: int, seeds: int | Sequen
             df = pd.concat(parts, ignore_index=True).sort_values(["seed", "step"]).reset_index(drop=True)
             done = int(df["step"].max()) + 1
             gaps = np.diff([t_agent, *marks])
+            # one chunk only: compilation cannot be told from running (compile_s NaN, run_s holds both)
             per_chunk = float(np.mean(gaps[1:])) if len(gaps) > 1 else float(gaps[0])
             run_s = per_chunk * len(gaps)
-            t = dict(compile_s=max(float(gaps[0]) - per_chunk, 0.0), run_s=run_s, per_step_s=run_s / done,
+            compile_s = max(float(gaps[0]) - per_chunk, 0.0) if len(gaps) > 1 else float("nan")
+            t = dict(compile_s=compile_s, run_s=run_s, per_step_s=run_s / done,
                      steps=done, seeds=int(df["seed"].nunique()), mode="compiled", truncated=True,
                      nonfinite=dict(health))
             why = "SIGUSR1" if _STOP["flag"] else "time cap" if stop_after is None or done < stop_after else "check"
@@ -287,8 +290,10 @@ def run_agents(env, agents: dict[str, Callable], steps: int, seeds: int | Sequen
         per_seed = df.groupby("seed")["reward"].sum()
         if t.get("nonfinite"):
             log(f"[{name}] WARNING: agent state non-finite for seeds {t['nonfinite']} (seed: by round)")
-        log(f"[{name}] cum. reward {per_seed.mean():.1f} ± {se(per_seed):.1f}  compile {t['compile_s']:.1f}s  "
-            f"run {t['run_s']:.1f}s  ({1e3 * t['per_step_s']:.2f} ms/step, all seeds)")
+        times = (f"compile {t['compile_s']:.1f}s  run {t['run_s']:.1f}s" if np.isfinite(t["compile_s"])
+                 else f"compile + run {t['run_s']:.1f}s (one chunk: not separable)")
+        log(f"[{name}] cum. reward {per_seed.mean():.1f} ± {se(per_seed):.1f}  {times}  "
+            f"({1e3 * t['per_step_s']:.2f} ms/step, all seeds)")
         sys.stdout.flush()
         _partial(frames, timing, failures, agents, on_agent)
     return _result(frames, timing, failures)

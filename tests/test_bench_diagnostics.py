@@ -173,6 +173,22 @@ def test_time_capped_agent_keeps_the_nonfinite_flag():
     assert set(t["nonfinite"]) == {0, 1}
 
 
+def test_a_run_stopped_after_one_chunk_does_not_claim_a_compile_time():
+    """Stopped in its first chunk (a short --check), compilation cannot be told from running: compile_s is NaN and
+    the log says so, instead of 0.0 s with the compilation inside run_s; after two chunks both are estimated."""
+    def linear(env):
+        return BanditAgent(MLP(features=(4,), out=3), "ekf", "thompson")
+
+    lines: list[str] = []
+    one = common.run_agents(ToyBandit(), {"a": linear}, 40, [0, 1], chunk=10, stop_after=5, log=lines.append)
+    t = one.timing["a"]
+    assert t["truncated"] and t["steps"] == 10 and np.isnan(t["compile_s"]) and t["run_s"] > 0
+    assert "compile + run" in lines[-1] and "not separable" in lines[-1]
+    two = common.run_agents(ToyBandit(), {"a": linear}, 40, [0, 1], chunk=10, stop_after=15, log=lines.append)
+    assert two.timing["a"]["steps"] == 20 and np.isfinite(two.timing["a"]["compile_s"])
+    assert "compile " in lines[-1] and "not separable" not in lines[-1]
+
+
 def test_bench_arm_blocks_writes_the_paired_table(tmp_path):
     from benchmarks import bench_arm_blocks
 
