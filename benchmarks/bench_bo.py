@@ -293,6 +293,11 @@ def peers_available() -> dict[str, str]:
 
 
 # ------------------------------------------------------------------------------------------------- one run
+def task_budget(task: str, scale: float = 1.0) -> int:
+    """The task's evaluation budget times ``--budget-scale`` (at least 1)."""
+    return max(1, int(round(TASKS[task][2] * scale)))
+
+
 def one_run(task: str, method: str, seed: int, budget: int, clock: CompileClock, cfg: dict,
             ckpt_dir: str | None = None) -> dict:
     from banditkit.environments.bo_functions import make_function
@@ -901,7 +906,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.append or args.replace or args.report or args.time_n:
             raise SystemExit("--check writes nothing: it cannot be used with --append, --replace, --report or "
                              "--time-n")
-        keys = [(t, m, s, max(1, int(round(TASKS[t][2] * scale)))) for t in tasks for m in methods for s in seeds]
+        keys = [(t, m, s, task_budget(t, scale)) for t in tasks for m in methods for s in seeds]
         sys.exit(check_runs(args.out, keys, args.check, dict(n_candidates=args.n_candidates)))
     cmd_path = os.path.join(args.out, "bo_command.txt")
     ckpt_dir = None if args.checkpoint_dir == "none" else (args.checkpoint_dir
@@ -937,7 +942,7 @@ def main(argv: list[str] | None = None) -> None:
     clock = CompileClock()
     cfg = dict(n_candidates=args.n_candidates)
     for task in tasks:
-        budget = max(1, int(round(TASKS[task][2] * scale)))
+        budget = task_budget(task, scale)
         for method in methods:
             for seed in seeds:
                 if (task, method, str(seed)) in done:
