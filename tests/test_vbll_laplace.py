@@ -43,15 +43,17 @@ def test_learns_and_in_between_uncertainty(name):
     for leaf in jax.tree_util.tree_leaves(s):
         assert np.all(np.isfinite(np.asarray(leaf)))
     probe = jnp.array([[-2.0], [-0.5], [0.0], [0.5], [2.0]])
+    # one compiled predictive over a batch of inputs, shared by both seeds and both states (eager vmap: ~4x slower)
+    predict = jax.jit(jax.vmap(post.predictive, in_axes=(None, 0)))
     for seed in range(2):
         si = jax.tree_util.tree_map(lambda a, seed=seed: a[seed], s)
         s0i = jax.tree_util.tree_map(lambda a, seed=seed: a[seed], s0)
-        mse = lambda st: float(jnp.mean((jax.vmap(lambda x, st=st: post.predictive(st, x)[0])(xs) - ys) ** 2))  # noqa: E731
+        mse = lambda st: float(jnp.mean((predict(st, xs)[0] - ys) ** 2))  # noqa: E731
         assert mse(si) < 0.2 * mse(s0i), name
         # epistemic part: predictive variance minus the (learned or fixed) noise variance
         noise = lambda st: float(jnp.exp(2 * st.params["noise_logdiag"][0])) if name != "last_layer_laplace" else 0.01  # noqa: E731
-        var = np.asarray(jax.vmap(lambda x, si=si: post.predictive(si, x)[1][0, 0])(probe)) - noise(si)
-        var0 = np.asarray(jax.vmap(lambda x, s0i=s0i: post.predictive(s0i, x)[1][0, 0])(probe)) - noise(s0i)
+        var = np.asarray(predict(si, probe)[1][:, 0, 0]) - noise(si)
+        var0 = np.asarray(predict(s0i, probe)[1][:, 0, 0]) - noise(s0i)
         near = max(var[1], var[3])
         assert 0 < near < 0.1 * min(var0[1], var0[3]), (name, var, var0)  # shrinks near the data
         assert var[2] > near and min(var[0], var[4]) > 5 * near, (name, var)  # larger in between / far
