@@ -1,8 +1,8 @@
 """Shared test fixtures, and the compiler setting of the test run.
 
 Most of a small test's time is XLA compiling its programs, so the suite compiles with LLVM's cheap pipeline
-(``--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true``, the options of
-``tests/fast_compile.py`` for every program): the same HLO and the same maths, only the generated machine code is
+(``--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true``, which ``tests/fast_compile.py``
+had passed to a few programs only): the same HLO and the same maths, only the generated machine code is
 less optimised, which the tests' tiny programs do not feel.  Measured on the 2-core CI machine kind, the whole suite
 as ``scripts/test.sh`` runs it (two workers), back to back on one checkout: 1123 s with the compiler's defaults, 825 s
 with these flags (user time 35.7 → 25.9 min).  Set

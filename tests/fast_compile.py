@@ -1,24 +1,19 @@
-"""Tests' compile helper: most of a small test's time is XLA compiling, so compile its one program with LLVM's cheap
-pipeline (the same maths; only the generated code's speed differs, which tiny test programs do not feel)."""
+"""Tests' compile helper: ``jax.jit(fn)`` lowered and compiled for these arguments, outputs as NumPy arrays.
+
+The compiler setting is suite-wide (``tests/conftest.py``: XLA's cheap LLVM pipeline unless
+``BANDITKIT_TEST_FULL_XLA_OPT=1``), so this helper passes no options of its own."""
 
 from __future__ import annotations
 
 import jax
 import numpy as np
 
-FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
-
 
 def compiled(fn, *args):
-    """``jax.jit(fn)`` for these ``args``, compiled with :data:`FAST_COMPILE` (the default compiler if this JAX does
-    not take the options)."""
-    lowered = jax.jit(fn).lower(*args)
-    try:
-        return lowered.compile(FAST_COMPILE)
-    except Exception:  # pragma: no cover - a JAX without compiler options
-        return lowered.compile()
+    """``jax.jit(fn)`` lowered and compiled for these ``args`` (one program, compiled once)."""
+    return jax.jit(fn).lower(*args).compile()
 
 
 def compiled_call(fn, *args):
-    """``jax.jit(fn)(*args)`` compiled with :data:`FAST_COMPILE`, outputs as NumPy arrays (same pytree)."""
+    """``jax.jit(fn)(*args)``, outputs as NumPy arrays (same pytree)."""
     return jax.tree_util.tree_map(np.asarray, compiled(fn, *args)(*args))
