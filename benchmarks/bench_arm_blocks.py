@@ -1,13 +1,15 @@
 """Per-arm covariance blocks against one dense block, paired (``arms=K`` vs ``arms=None``; issue 5, items 1–4).
 
 On a multi-output bandit the head's covariance stays block-diagonal (``banditkit.posteriors.arms``), so make_agent
-keeps ``K`` blocks for ``linear``, ``hilofi`` and ``neural_linear``: the same posterior, less work. This script runs
+keeps ``K`` blocks for ``linear``, ``hilofi``, ``neural_linear`` and ``kalman_last_layer``: the same posterior, less
+work. This script runs
 each agent both ways on the same envs, seeds and machine, alternating the two ``--reps`` times, and reports the run
 time per round (all seeds vmapped; compile time apart) and the final cumulative regret (equal in distribution: the
 Thompson draws come from differently arranged normals). Agents: the benchmarks' ``linear`` (seed 002's NIG prior),
 ``hilofi_ts`` (seed 003's MNIST hyper-parameters, dense last layer since ``q_ℓ > 0``) and ``hilofi_ts_qlast0``
 (square-root last layer); on request ``neural_linear_unlim`` / ``_unlim_mb`` (seed 002's NIG prior, ``sgd(0.01,
-0.9)``, 4800-point buffer). Writes ``TAG.csv`` and ``TAG.md``.
+0.9)``, 4800-point buffer) and ``kll_ts`` (``kalman_last_layer`` with make_agent's defaults: γ learned from 1, the
+prior variance 1 on the head). Writes ``TAG.csv`` and ``TAG.md``.
 
 Usage::
 
@@ -33,12 +35,13 @@ from benchmarks import common  # noqa: E402
 ENVS = {"shuttle": ("banditkit/Shuttle-v0", {}), "adult": ("banditkit/Adult-v0", {}),
         "mushroom": ("banditkit/Mushroom-v0", {}), "movielens": ("banditkit/MovieLens-v0", {}),
         "mnist": ("banditkit/MNIST-v0", {"replace": False})}
-AGENTS = ("linear", "hilofi_ts", "hilofi_ts_qlast0", "neural_linear_unlim", "neural_linear_unlim_mb")
+AGENTS = ("linear", "hilofi_ts", "hilofi_ts_qlast0", "neural_linear_unlim", "neural_linear_unlim_mb", "kll_ts")
 DEFAULT_AGENTS = AGENTS[:3]
 
 
 def factories(k: int) -> dict:
-    return {**common.seed002_agents(num_actions=k, warmup_per_arm=20), **common.seed003_agents()}
+    kll = {"kll_ts": common._agent("kalman_last_layer-thompson", dict(init_cov=1.0))}
+    return {**common.seed002_agents(num_actions=k, warmup_per_arm=20), **common.seed003_agents(), **kll}
 
 
 def run(args) -> pd.DataFrame:

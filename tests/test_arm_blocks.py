@@ -22,6 +22,7 @@ from banditkit.agents.bandit import selected_output
 from banditkit.likelihoods import Gaussian
 from banditkit.models import MLP
 from banditkit.posteriors.arms import arm_blocks
+from banditkit.posteriors.kalman_last_layer import current_forgetting
 
 K, D, T = 3, 4, 30
 A0, B0, V0 = 3.0, 2.0, 0.8
@@ -342,3 +343,80 @@ def test_make_agent_neural_linear_keeps_arm_blocks():
     assert state.posterior.cov_sqrt.shape[0] == K
     with pytest.raises(ValueError, match="arms must be a positive int"):
         bk.posteriors.neural_linear(selected_output(MLP(features=(), out=K).apply), arms=-1)
+
+
+KLL_CONFIGS = [dict(forgetting=0.95), dict(forgetting=0.9, dynamics_cov=0.01, shrink_mean=False, forgetting_lr=0.1),
+               dict(learn_forgetting=False), dict(likelihood="bernoulli", forgetting=0.95, num_samples=8)]
+
+
+def _kll(model, arms=None, likelihood=None, **kw):
+    lik = bk.likelihoods.Bernoulli() if likelihood == "bernoulli" else Gaussian(0.3)
+    return bk.posteriors.kalman_last_layer(selected_output(model.apply), lik, init_cov=V0, arms=arms, **kw)
+
+
+@pytest.mark.parametrize("kw", KLL_CONFIGS, ids=["learned-gamma", "drift-no-shrink", "static", "bernoulli-mc"])
+def test_kalman_last_layer_arm_blocks_equal_one_dense_head(x64, kw):
+    """γ learned from the one-step predictive, drift, no drift, and the Monte-Carlo γ objective of a Bernoulli head:
+    the blocks reproduce the dense filter's mean, covariance, δ and predictive."""
+    model, params, idx = _hilofi_setup()
+    _, _, xs, acts, ys = _setup(8)
+    if kw.get("likelihood") == "bernoulli":
+        ys = (ys > 1.0).astype(np.float64)
+    blocks, dense = _kll(model, arms=K, **kw), _kll(model, **kw)
+    sb, sd = _run(blocks, params, xs, acts, ys), _run(dense, params, xs, acts, ys)
+    assert sb.chol.shape == (K, idx.shape[1], idx.shape[1]) and bool(sb.pending)
+    np.testing.assert_allclose(sb.mean, sd.mean, atol=1e-10)
+    np.testing.assert_allclose(sb.delta, sd.delta, rtol=1e-9, atol=1e-12)
+    if kw.get("learn_forgetting", True):
+        assert float(sd.delta) != -2.0 * np.log(kw.get("forgetting", 1.0))  # γ did move, so the check means something
+    _assert_blocks_of(sb.cov, sd.cov, idx)
+    _assert_same_predictive(blocks, sb, dense, sd)
+
+
+def test_kalman_last_layer_arm_block_draws_have_the_predicted_covariance(x64):
+    """With a pending time update a draw is from ``N(m⁻, γ² A + a I)``, block by block."""
+    model, params, idx = _hilofi_setup()
+    _, _, xs, acts, ys = _setup(9)
+    post = _kll(model, arms=K, forgetting=0.9)
+    state = _run(post, params, xs, acts, ys)
+    g = float(current_forgetting(state))
+    cov = g**2 * np.asarray(state.cov) + (1 - g**2) * V0 * np.eye(idx.shape[1])
+    space = bk.posteriors.base.ParamSpace(params, "head")
+    draws = jax.jit(jax.vmap(lambda key: space.split(post.sample(key, state))[1]))
+    ell = np.asarray(draws(jax.random.split(jax.random.PRNGKey(0), 40000)))
+    emp = np.cov(ell.T)
+    want_mean = np.asarray(space.split(post.mean(state))[1])
+    for k in range(K):
+        np.testing.assert_allclose(ell[:, idx[k]].mean(0), want_mean[idx[k]],
+                                   atol=0.03 * np.sqrt(np.diag(cov[k])).max())
+        np.testing.assert_allclose(emp[np.ix_(idx[k], idx[k])], cov[k], atol=0.05 * np.abs(cov[k]).max())
+        cross = emp[np.ix_(idx[k], np.setdiff1d(np.arange(emp.shape[0]), idx[k]))]
+        assert np.abs(cross).max() < 0.05 * np.abs(cov[k]).max()
+
+
+def test_kalman_last_layer_bad_arms_input_is_explained():
+    model, params, _ = _hilofi_setup()
+    with pytest.raises(ValueError, match="arms must be a positive int"):
+        _kll(model, arms=0)
+    with pytest.raises(ValueError, match=r"head.*last axis 5"):
+        _kll(model, arms=5).init(params)
+    post = bk.posteriors.kalman_last_layer(model.apply, arms=K)  # all K outputs per observation
+    state = post.init(params)
+    with pytest.raises(ValueError, match="one arm at a time"):
+        post.update(post.predict(state), jnp.ones(D), jnp.ones(K))
+
+
+def test_make_agent_kalman_last_layer_keeps_arm_blocks():
+    """The default head is blocked; an agent observing a round moves only the pulled arm's block."""
+    agent = make_agent("kalman_last_layer-thompson", _env())
+    assert agent.posterior.hyper["arms"] == K
+    dense = make_agent("kalman_last_layer-thompson", _env(), posterior_kwargs=dict(arms=None))
+    assert "arms" not in dense.posterior.hyper
+    state = agent.init(jax.random.PRNGKey(0), jnp.ones(D))
+    before = np.asarray(state.posterior.chol)
+    state = agent.observe(state, jnp.ones(D), 2, 0.5)
+    after = np.asarray(state.posterior.chol)
+    assert after.shape[0] == K
+    assert not np.allclose(after[2], before[2]) and all(np.array_equal(after[k], before[k]) for k in (0, 1))
+    action, _ = agent.act(jax.random.PRNGKey(1), state, jnp.ones(D))
+    assert 0 <= int(action) < K

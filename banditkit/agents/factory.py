@@ -15,11 +15,11 @@ The reward model comes from ``env.unwrapped.default_model``:
 ``"bo_mlp"``            ``MLP(features=(180, 180, 180), out=1)`` (BO surrogate)
 ======================  ===========================================================================
 
-On the default multi-output model, ``linear``, ``hilofi`` and ``neural_linear`` keep the head's covariance as ``K``
-per-arm blocks (``arms=K``: the same posterior as one dense block, each update touching one arm's block);
-``posterior_kwargs=dict(arms=None)`` keeps one dense block.  The ``linear`` posterior gets a linear model instead
-(``MLP(features=(), out=K)``: LinTS / LinUCB); its arms share one noise variance under ``noise="nig"``
-(``shared_noise=False``: one per arm, as in seed 002 App. A.1 and Riquelme et al.).
+On the default multi-output model, ``linear``, ``hilofi``, ``neural_linear`` and ``kalman_last_layer`` keep the
+head's covariance as ``K`` per-arm blocks (``arms=K``: the same posterior as one dense block, each update touching
+one arm's block); ``posterior_kwargs=dict(arms=None)`` keeps one dense block.  The ``linear`` posterior gets a
+linear model instead (``MLP(features=(), out=K)``: LinTS / LinUCB); its arms share one noise variance under
+``noise="nig"`` (``shared_noise=False``: one per arm, as in seed 002 App. A.1 and Riquelme et al.).
 Backend hyper-parameters default to :data:`DEFAULT_HYPER` (small ranks that run on a laptop); pass
 ``posterior_kwargs=`` / ``policy_kwargs=`` / ``model=`` to override.
 """
@@ -55,7 +55,7 @@ DEFAULT_POLICY_HYPER: dict[str, dict] = {
 POINT_ESTIMATE_POLICIES = ("epsilon_greedy", "greedy")
 # Backends whose head covariance make_agent keeps as K per-arm blocks (``arms=K``) on the default multi-output model:
 # the same posterior as one dense block, at O(P_k²) per update instead of O(K² P_k²) (banditkit.posteriors.arms)
-ARM_BLOCK_BACKENDS = ("linear", "hilofi", "neural_linear")
+ARM_BLOCK_BACKENDS = ("linear", "hilofi", "neural_linear", "kalman_last_layer")
 
 
 def _norm(name: str) -> str:
