@@ -2,14 +2,13 @@
 
 On a multi-output bandit the head's covariance stays block-diagonal (``banditkit.posteriors.arms``), so make_agent
 keeps ``K`` blocks for ``linear``, ``hilofi``, ``neural_linear`` and ``kalman_last_layer``: the same posterior, less
-work. This script runs
-each agent both ways on the same envs, seeds and machine, alternating the two ``--reps`` times, and reports the run
-time per round (all seeds vmapped; compile time apart) and the final cumulative regret (equal in distribution: the
-Thompson draws come from differently arranged normals). Agents: the benchmarks' ``linear`` (seed 002's NIG prior),
-``hilofi_ts`` (seed 003's MNIST hyper-parameters, dense last layer since ``q_ℓ > 0``) and ``hilofi_ts_qlast0``
-(square-root last layer); on request ``neural_linear_unlim`` / ``_unlim_mb`` (seed 002's NIG prior, ``sgd(0.01,
-0.9)``, 4800-point buffer) and ``kll_ts`` (``kalman_last_layer`` with make_agent's defaults: γ learned from 1, the
-prior variance 1 on the head). Writes ``TAG.csv`` and ``TAG.md``.
+work. This script runs each agent both ways on the same envs, seeds and machine, alternating the two ``--reps``
+times, and reports the run time per round (all seeds vmapped; compile time apart) and the final cumulative regret
+(equal in distribution: the Thompson draws come from differently arranged normals). Agents: the benchmarks'
+``linear`` (seed 002's NIG prior), ``hilofi_ts`` (seed 003's MNIST hyper-parameters, dense last layer since ``q_ℓ >
+0``) and ``hilofi_ts_qlast0`` (square-root last layer); on request ``neural_linear_unlim`` / ``_unlim_mb`` (seed
+002's NIG prior, ``sgd(0.01, 0.9)``, 4800-point buffer) and ``kll_ts`` (``kalman_last_layer`` with make_agent's
+defaults: γ learned from 1, the prior variance 1 on the head). Writes ``TAG.csv`` and ``TAG.md``.
 
 Usage::
 
