@@ -6,6 +6,10 @@ Every experiment command writes into ``--out`` (created if needed)::
     <cmd>_summary.md     the per-agent summary table (also printed)
     <cmd>_<plot>.png     cumulative regret (bandits) or simple regret (BO), mean ± s.e. over seeds
 
+``banditkit bo`` also keeps ``bo_run.json`` (its settings) and, while a seed runs, a checkpoint of it in
+``bo_state/`` (every ``--save-every`` seconds; the first Ctrl-C stops after the current evaluation and saves it):
+``banditkit bo ... --resume`` continues such a run exactly where it stopped.
+
 ``--quiet`` silences progress bars.  Every command first caps BLAS at one thread
 (:func:`banditkit.threads.limit_blas_threads`; ``BANDITKIT_BLAS_THREADS=system`` leaves it).  Errors print one
 line (``banditkit <cmd>: error: ...``) and exit with status 2
@@ -15,8 +19,11 @@ line (``banditkit <cmd>: error: ...``) and exit with status 2
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Sequence
 
@@ -141,11 +148,64 @@ def cmd_compare(args) -> int:
     return _bandit("compare", {s: s for s in specs}, args)
 
 
+_BO_RUN = "bo_run.json"  # the settings of the run in --out, so that --resume can check it continues the same run
+_BO_STATE = "bo_state"  # one checkpoint per unfinished seed: bo_state/seed<N>.bk
+
+
+@contextlib.contextmanager
+def _stop_between_evaluations(prog: str):
+    """The first Ctrl-C asks the BO loop to stop at its next safe point (after an evaluation is told, the state
+    then saved); a second one interrupts at once.  Yields ``{"stop": bool}``."""
+    flag = {"stop": False}
+    if threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+
+    def handler(signum, frame):
+        if flag["stop"]:
+            raise KeyboardInterrupt
+        flag["stop"] = True
+        print(f"\n{prog}: stopping after this evaluation and saving it (Ctrl-C again stops at once, keeping the "
+              "last save)", file=sys.stderr, flush=True)
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _bo_finished(csv: str, seeds: int, evals: int):
+    """The rows of ``bo.csv`` for the seeds below ``seeds`` that have all ``evals`` steps (a row set torn by a
+    kill is dropped, and the file rewritten without it), as ``{seed: frame}``."""
+    import pandas as pd
+
+    if not os.path.exists(csv):
+        return {}
+    try:
+        df = pd.read_csv(csv)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
+        df = pd.DataFrame()
+    done = {}
+    if {"seed", "step"} <= set(df.columns):
+        for seed, frame in df.groupby("seed"):
+            if sorted(frame.step.tolist()) == list(range(1, evals + 1)):
+                done[int(seed)] = frame.sort_values("step")
+    if not done:
+        os.remove(csv)
+    elif sum(len(f) for f in done.values()) != len(df):  # torn or foreign rows: keep the whole seeds only
+        pd.concat([done[s] for s in sorted(done)]).to_csv(csv + ".tmp", index=False)
+        os.replace(csv + ".tmp", csv)
+    return {s: f for s, f in done.items() if s < seeds}
+
+
 def cmd_bo(args) -> int:
+    import json
+
     import numpy as np
     import pandas as pd
 
-    from banditkit.bo import BayesOpt
+    from banditkit.bo import optimize
     from banditkit.environments.bo_functions import make_function
 
     try:
@@ -154,39 +214,77 @@ def cmd_bo(args) -> int:
         raise CLIError(f"banditkit bo: error: {e}") from e
     features = tuple(int(w) for w in args.features.split(",") if w.strip())
     out = _out_dir(args.out)
-    csv = _fresh(os.path.join(out, "bo.csv"))
+    csv, run_file, state_dir = (os.path.join(out, n) for n in ("bo.csv", _BO_RUN, _BO_STATE))
+    run = dict(function=fn.name, dim=fn.dim, surrogate=args.surrogate, acquisition=args.acquisition,
+               evals=args.evals, features=list(features), rank=args.rank, candidates=args.candidates,
+               maximizer=args.maximizer, trust_region=args.trust_region)
+    if args.resume:
+        if not os.path.exists(run_file):
+            raise CLIError(f"banditkit bo: error: nothing to resume in {out!r} (no {_BO_RUN}); run without --resume")
+        with open(run_file) as fh:
+            saved = json.load(fh)
+        diff = [f"--{k.replace('_', '-')} {saved.get(k)!r} (now {v!r})" for k, v in run.items() if saved.get(k) != v]
+        if diff:
+            raise CLIError(f"banditkit bo: error: --resume continues the run in {out!r}, made with other settings: "
+                           f"{', '.join(diff)}; give the same options (only --seeds may change) or another --out")
+        done = _bo_finished(csv, args.seeds, args.evals)
+    else:  # a new run replaces whatever run was in --out
+        _fresh(csv)
+        if os.path.isdir(state_dir):
+            for name in os.listdir(state_dir):
+                if name.endswith(".bk"):
+                    os.remove(os.path.join(state_dir, name))
+        with open(run_file + ".tmp", "w") as fh:
+            json.dump(run, fh, indent=1)
+        os.replace(run_file + ".tmp", run_file)
+        done = {}
+    os.makedirs(state_dir, exist_ok=True)
     name = f"{args.surrogate}-{args.acquisition}" + {None: "", True: "-tr", False: "-global"}[args.trust_region]
     minimum = fn.minimum
     kwargs = {} if args.rank is None else {"rank": args.rank}
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=args.evals * args.seeds, desc=f"bo {fn.name}", disable=args.quiet)
-    frames = []
-    for seed in range(args.seeds):
-        opt = BayesOpt(
-            [(0.0, 1.0)] * fn.dim,
-            surrogate=args.surrogate,
-            acquisition=args.acquisition,
-            direction="minimize",
-            seed=seed,
-            features=features,
-            n_candidates=args.candidates,
-            maximizer=args.maximizer,
-            trust_region=args.trust_region,
-            surrogate_kwargs=kwargs,
-        )
-        for _ in range(args.evals):
-            x = opt.ask()
-            opt.tell(x, float(fn.value(x)))
-            bar.update()
-        h = opt.history
-        frame = pd.DataFrame(
-            dict(agent=name, seed=seed, step=h.trial + 1, y=h.y, best_y=h.best_y, simple_regret=h.best_y - minimum)
-        )
-        frame.to_csv(csv, mode="a", header=seed == 0, index=False)  # keep finished seeds if interrupted
-        frames.append(frame)
+    bar = tqdm(total=args.evals * args.seeds, desc=f"bo {fn.name}", disable=args.quiet,
+               initial=args.evals * len(done))
+    frames = dict(done)
+    prog = "banditkit bo"
+    try:
+        with _stop_between_evaluations(prog) as flag:
+
+            def after_each(opt, x, y):
+                bar.update()
+                if flag["stop"]:
+                    raise KeyboardInterrupt  # optimize saves the checkpoint (a safe point) and re-raises
+
+            for seed in range(args.seeds):
+                if seed in done:
+                    continue
+                ck = os.path.join(state_dir, f"seed{seed}.bk")
+                res = optimize(fn.value, [(0.0, 1.0)] * fn.dim, n_evals=args.evals, surrogate=args.surrogate,
+                               acquisition=args.acquisition, direction="minimize", seed=seed,
+                               callback=after_each, checkpoint=ck, save_every=args.save_every,
+                               features=features, n_candidates=args.candidates, maximizer=args.maximizer,
+                               trust_region=args.trust_region, surrogate_kwargs=kwargs)
+                h = res.history
+                frame = pd.DataFrame(dict(agent=name, seed=seed, step=h.trial + 1, y=h.y, best_y=h.best_y,
+                                          simple_regret=h.best_y - minimum))
+                frame.to_csv(csv, mode="a", header=not os.path.exists(csv) or os.path.getsize(csv) == 0,
+                             index=False)  # finished seeds are kept whatever happens next
+                os.remove(ck)
+                frames[seed] = frame
+                bar.n = args.evals * len(frames)
+                bar.refresh()
+    except KeyboardInterrupt:
+        bar.close()
+        kept = f"finished seeds ({', '.join(map(str, sorted(frames)))}) are in {csv}; " if frames else ""
+        print(f"{prog}: interrupted; {kept}the seed in progress is saved in {state_dir}/ (after its last evaluation, "
+              "or up to --save-every s earlier after a second Ctrl-C). Run the same command with --resume to "
+              "continue", file=sys.stderr)
+        return 130
     bar.close()
-    df = pd.concat(frames, ignore_index=True)
+    if not os.listdir(state_dir):
+        os.rmdir(state_dir)
+    df = pd.concat([frames[s] for s in sorted(frames)], ignore_index=True)
     if not args.quiet:
         print(
             f"{fn.name} (dim {fn.dim}, minimum {minimum:.6g}): {name}, {args.seeds} seed(s) x {args.evals} evals; "
@@ -215,6 +313,16 @@ def _positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if v < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
+    return v
+
+
+def _seconds(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}") from None
+    if not v >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text}")
     return v
 
 
@@ -297,6 +405,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="search only a TuRBO-style box around the best point, resized by success / failure, or "
                    "(--no-trust-region) the whole box (default: on for thompson and the gp surrogate)")
     b.add_argument("--out", default="results", help="output folder (default results)")
+    b.add_argument("--resume", action="store_true",
+                   help="continue the run saved in --out (same options; --seeds may grow): finished seeds are kept "
+                   "from bo.csv, an interrupted seed resumes from its checkpoint exactly where it stopped")
+    b.add_argument("--save-every", type=_seconds, default=10.0, metavar="SECONDS",
+                   help="checkpoint the seed in progress to --out/bo_state/ at most this often (default 10; 0: after "
+                   "every evaluation); Ctrl-C stops after the current evaluation and saves it")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
     b.set_defaults(func=cmd_bo)
 

@@ -1,5 +1,6 @@
-"""Nothing lost (issue 6): a saved BayesOpt resumes in a *fresh process* with identical suggestions and history, and
-a killed ``banditkit compare`` keeps every chunk it had written."""
+"""Nothing lost (issue 6): a saved BayesOpt resumes in a *fresh process* with identical suggestions and history, a
+killed ``banditkit compare`` keeps every chunk it had written, and an interrupted BO run (``optimize(checkpoint=...)``,
+``banditkit bo``) resumes exactly where it stopped."""
 
 import json
 import os
@@ -10,7 +11,9 @@ import time
 
 import numpy as np
 import pandas as pd
+import pytest
 
+from banditkit import threads
 from banditkit.bo import BayesOpt
 
 SMALL = dict(surrogate="hilofi", surrogate_kwargs=dict(rank=5), features=(32, 32), n_candidates=256)
@@ -23,6 +26,7 @@ def quad(x):
 _CHILD = r"""
 import json, sys
 import numpy as np
+from banditkit import threads
 from banditkit.bo import BayesOpt
 opt = BayesOpt.load(sys.argv[1])
 nxt = opt.ask(n=2)
@@ -77,3 +81,102 @@ def test_killed_compare_keeps_finished_chunks(tmp_path):
     np.testing.assert_array_equal(steps, np.arange(len(steps)) + steps[0])  # contiguous rounds, no torn row
     np.testing.assert_allclose(first.sort_values("step").regret.cumsum().to_numpy(),
                                first.sort_values("step").cumulative_regret.to_numpy(), rtol=1e-5, atol=1e-3)
+
+
+def test_optimize_with_a_checkpoint_resumes_exactly(tmp_path):
+    """``optimize(checkpoint=...)``: stopped after 7 evaluations, then interrupted inside the objective (the
+    suggestion not yet evaluated is saved), then resumed — the same 12 points and values as one uninterrupted run."""
+    from banditkit.bo import optimize
+
+    bounds = [(-1, 1), (0, 2)]
+    ref = optimize(quad, bounds, n_evals=12, direction="minimize", seed=3, **SMALL).history
+    ck = tmp_path / "run.bk"
+    assert len(optimize(quad, bounds, n_evals=7, direction="minimize", seed=3, checkpoint=ck, **SMALL).history) == 7
+    calls = []
+
+    def interrupted_on_third_call(x):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return quad(x)
+
+    with pytest.raises(KeyboardInterrupt):
+        optimize(interrupted_on_third_call, bounds, n_evals=12, direction="minimize", seed=3, checkpoint=ck,
+                 save_every=3600, **SMALL)
+    saved = BayesOpt.load(ck)
+    assert saved.n_evals == 9 and saved.pending.shape == (1, 2)  # saved at the interruption, not at the interval
+    res = optimize(quad, bounds, n_evals=12, direction="minimize", seed=3, checkpoint=ck, **SMALL).history
+    pd.testing.assert_frame_equal(res, ref)
+    assert BayesOpt.load(ck).n_evals == 12  # saved at the end
+    with pytest.raises(ValueError, match=r"other settings \(seed: saved 3, now 4\)"):
+        optimize(quad, bounds, n_evals=12, direction="minimize", seed=4, checkpoint=ck, **SMALL)
+    with pytest.raises(ValueError, match="save_every"):
+        optimize(quad, bounds, n_evals=3, checkpoint=tmp_path / "other.bk", save_every=-1, **SMALL)
+
+
+@pytest.fixture
+def _no_process_blas_cap(monkeypatch):
+    """``main`` caps BLAS threads for the whole process; here it only checks the request, so that the rest of
+    the suite keeps the library's defaults (as in ``test_cli.py``)."""
+    monkeypatch.setattr(threads, "limit_blas_threads", lambda num_threads=1: threads._requested(num_threads) or {})
+
+
+_BO_ARGS = ["bo", "--evals", "150", "--seeds", "2", "--features", "8", "--rank", "2", "--candidates", "32", "--quiet"]
+
+
+def test_bo_command_ctrl_c_then_resume_is_exact(tmp_path, _no_process_blas_cap):
+    """``banditkit bo``: SIGINT mid-seed stops after the current evaluation and saves it (exit 130, the message
+    says --resume); ``--resume`` then finishes with exactly the rows of a run that was never stopped."""
+    from banditkit.cli import main
+
+    out = tmp_path / "stopped"
+    proc = subprocess.Popen([sys.executable, "-m", "banditkit", *_BO_ARGS, "--save-every", "0", "--out", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    ck = out / "bo_state" / "seed0.bk"
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline and proc.poll() is None and not ck.exists():
+            time.sleep(0.2)
+        assert proc.poll() is None, f"bo ended before it could be interrupted: {proc.stderr.read()[-1000:]!r}"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "--resume" in err and "Traceback" not in err
+    stopped_at = BayesOpt.load(ck).n_evals
+    assert 0 < stopped_at < 150 and not (out / "bo.csv").exists()
+    assert main([*_BO_ARGS, "--out", str(out), "--resume"]) == 0
+    assert not (out / "bo_state").exists()  # every seed finished: no checkpoint left
+    ref = tmp_path / "ref"
+    assert main([*_BO_ARGS, "--out", str(ref)]) == 0
+    a, b = (pd.read_csv(d / "bo.csv").sort_values(["seed", "step"], ignore_index=True) for d in (out, ref))
+    assert len(a) == 300
+    pd.testing.assert_frame_equal(a, b)
+
+
+def test_bo_command_resume_checks_the_run(tmp_path, capsys, _no_process_blas_cap):
+    """--resume keeps finished seeds (a torn last seed is dropped), refuses other settings or an empty --out."""
+    from banditkit.cli import main
+
+    small = ["bo", "--evals", "6", "--features", "8", "--rank", "2", "--candidates", "32", "--quiet"]
+    out = tmp_path / "r"
+    assert main([*small, "--seeds", "1", "--out", str(out)]) == 0
+    first = pd.read_csv(out / "bo.csv")
+    with open(out / "bo.csv", "a") as fh:  # a seed cut short by a kill
+        fh.write("hilofi-thompson,1,1,3.0,3.0,2.6\nhilofi-thompson,1,2,")
+    assert main([*small, "--seeds", "2", "--out", str(out), "--resume"]) == 0
+    df = pd.read_csv(out / "bo.csv")
+    assert len(df) == 12 and sorted(df.seed.unique()) == [0, 1]
+    pd.testing.assert_frame_equal(df[df.seed == 0].reset_index(drop=True), first)
+    capsys.readouterr()
+    for argv, words in [
+        ([*small, "--seeds", "2", "--features", "16", "--out", str(out), "--resume"], ["--features [8] (now [16])"]),
+        ([*small, "--out", str(tmp_path / "empty"), "--resume"], ["nothing to resume"]),
+        ([*small, "--save-every", "-1", "--out", str(out)], ["seconds >= 0"]),
+    ]:
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and all(w in err for w in words), err

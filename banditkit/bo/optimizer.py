@@ -822,26 +822,66 @@ def optimize(
     direction: str = "maximize",
     seed: int = 0,
     callback: Callable[[BayesOpt, np.ndarray, float], None] | None = None,
+    checkpoint: str | os.PathLike | None = None,
+    save_every: float = 10.0,
     **kwargs,
 ) -> BOResult:
     """Run ``n_evals`` evaluations of ``f(x) -> float`` (``x`` an ndarray ``(dim,)`` in ``bounds``) with
     :class:`BayesOpt` (extra keyword arguments go to it) and return a :class:`BOResult` with ``x``, ``y``,
-    ``history`` and the ``optimizer``.  ``callback(opt, x, y)`` is called after every evaluation."""
+    ``history`` and the ``optimizer``.  ``callback(opt, x, y)`` is called after every evaluation.
+
+    ``checkpoint=path`` makes the run resumable (:mod:`banditkit.bo.resume`): the optimiser is saved there every
+    ``save_every`` seconds, at the end, and when the run is interrupted (``KeyboardInterrupt``) while ``f`` or the
+    callback runs — the usual place for an expensive objective; an interruption inside ``ask`` / ``tell`` keeps the
+    previous save.  If ``path`` exists the run continues from it (its settings must match this call's): points it
+    had suggested but not evaluated are evaluated first, then the run goes on until ``n_evals`` evaluations *in
+    all*, making exactly the suggestions an uninterrupted run makes.
+    """
     if not callable(f):
         raise TypeError("f must be callable: f(x: ndarray (dim,)) -> float")
     if not isinstance(n_evals, (int, np.integer)) or n_evals < 1:
         raise ValueError(f"n_evals must be a positive int, got {n_evals!r}")
-    opt = BayesOpt(bounds, surrogate=surrogate, acquisition=acquisition, direction=direction, seed=seed, **kwargs)
-    for _ in range(int(n_evals)):
-        x = opt.ask()
-        y = f(x)
-        try:
-            y = float(np.asarray(y).reshape(()))
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"f must return one number, got {y!r}") from e
-        if not math.isfinite(y):
-            raise ValueError(f"f returned {y} at x={x.tolist()}; the objective must be finite")
-        opt.tell(x, y)
-        if callback is not None:
-            callback(opt, x, y)
+
+    def make() -> BayesOpt:
+        return BayesOpt(bounds, surrogate=surrogate, acquisition=acquisition, direction=direction, seed=seed,
+                        **kwargs)
+
+    saver = None
+    if checkpoint is None:
+        opt = make()
+    else:
+        from banditkit.bo import resume
+
+        opt, resumed = resume.open_or_create(checkpoint, make, model=kwargs.get("model"),
+                                             surrogate=None if isinstance(surrogate, str) else surrogate)
+        saver = resume.Autosave(opt, checkpoint, save_every)
+        if resumed:
+            saver.saved_evals = opt.n_evals  # the file holds this state already
+    todo = [np.asarray(x) for x in opt.pending]  # suggested before an interruption: what the run evaluated next
+    consistent = True  # False while ask / tell may be half-way through changing the optimiser
+    try:
+        while opt.n_evals < n_evals:
+            consistent = False
+            x = todo.pop(0) if todo else opt.ask()
+            consistent = True
+            y = f(x)
+            try:
+                y = float(np.asarray(y).reshape(()))
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"f must return one number, got {y!r}") from e
+            if not math.isfinite(y):
+                raise ValueError(f"f returned {y} at x={x.tolist()}; the objective must be finite")
+            consistent = False
+            opt.tell(x, y)
+            consistent = True
+            if saver is not None:
+                saver.tick()
+            if callback is not None:
+                callback(opt, x, y)
+    except KeyboardInterrupt:
+        if saver is not None and consistent:
+            saver.now()
+        raise
+    if saver is not None and saver.saved_evals != opt.n_evals:
+        saver.now()
     return BOResult(opt)
