@@ -5,10 +5,13 @@ Every experiment command writes into ``--out`` (created if needed)::
     <cmd>.csv            the tidy DataFrame, appended as chunks / seeds finish (an interrupted run keeps them)
     <cmd>_summary.md     the per-agent summary table (also printed)
     <cmd>_<plot>.png     cumulative regret (bandits) or simple regret (BO), mean ± s.e. over seeds
+    <cmd>_run.json       the run's options, so that ``--resume`` can check it continues the same run
+    <cmd>_timing.json    (bandits) each finished agent's compile and run times, for the summary of a resumed run
+    <cmd>_state/         checkpoints of the work in progress (every ``--save-every`` s; removed when done): the
+                         agent in progress (``demo``/``run``/``compare``), the seed in progress (``bo``, whose first
+                         Ctrl-C stops after the current evaluation and saves it)
 
-``banditkit bo`` also keeps ``bo_run.json`` (its settings) and, while a seed runs, a checkpoint of it in
-``bo_state/`` (every ``--save-every`` seconds; the first Ctrl-C stops after the current evaluation and saves it):
-``banditkit bo ... --resume`` continues such a run exactly where it stopped.
+``<cmd> ... --resume`` keeps what had finished and continues the interrupted part exactly where it stopped.
 
 ``--quiet`` silences progress bars.  Every command first caps BLAS at one thread
 (:func:`banditkit.threads.limit_blas_threads`; ``BANDITKIT_BLAS_THREADS=system`` leaves it).  Errors print one
@@ -102,15 +105,105 @@ def _report(df, out: str, cmd: str, quiet: bool, bo: bool = False) -> None:
         print(f"\nwrote {os.path.join(out, cmd + '.csv')}, {os.path.join(out, cmd + '_summary.md')}, {png}")
 
 
+def _read_rows(csv: str):
+    """The rows of an earlier run's CSV (an empty frame when it is missing or unreadable)."""
+    import pandas as pd
+
+    try:
+        return pd.read_csv(csv)
+    except (FileNotFoundError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
+        return pd.DataFrame()
+
+
+def _write_rows(df, csv: str) -> None:
+    if len(df):
+        df.to_csv(csv + ".tmp", index=False)
+        os.replace(csv + ".tmp", csv)
+    elif os.path.exists(csv):
+        os.remove(csv)
+
+
 def _bandit(cmd: str, agents: dict, args) -> int:
-    from banditkit.experiments import compare
+    import json
+
+    import pandas as pd
+
+    from banditkit.experiments import runner
 
     out = _out_dir(args.out)
-    csv = _fresh(os.path.join(out, f"{cmd}.csv"))
+    csv, run_file, state_dir = (os.path.join(out, n) for n in (f"{cmd}.csv", f"{cmd}_run.json", f"{cmd}_state"))
+    timing_file = os.path.join(out, f"{cmd}_timing.json")
     env = _env_id(args.env)
+    run = dict(env=env, agents=agents, steps=args.steps, seeds=args.seeds)
+    old = pd.DataFrame()
+    timing: dict = {}
+    if args.resume:
+        if not os.path.exists(run_file):
+            raise CLIError(f"nothing to resume in {out!r} (no {os.path.basename(run_file)}); run without --resume")
+        with open(run_file) as fh:
+            saved = json.load(fh)
+        diff = [f"--{k} {saved.get(k)!r} (now {v!r})" for k, v in run.items() if saved.get(k) != v]
+        if diff:
+            raise CLIError(f"--resume continues the run in {out!r}, made with other settings: {', '.join(diff)}; "
+                           "give the same options or another --out")
+        rows = _read_rows(csv)
+        keep = []
+        if set(runner.COLUMNS) <= set(rows.columns):
+            for label in agents:  # each agent's rows up to the round its checkpoint can continue from
+                mine = rows[rows.agent == label].dropna(subset=runner.COLUMNS)  # a line torn by a kill
+                done = len(mine) == args.steps * args.seeds
+                upto = args.steps if done else runner.checkpoint_round(runner.agent_checkpoint(state_dir, label))
+                keep.append(mine[mine.step < upto])
+        old = pd.concat(keep, ignore_index=True) if keep else pd.DataFrame()
+        _write_rows(old, csv)  # drops rows past a checkpoint and torn lines
+        if os.path.exists(timing_file):
+            with open(timing_file) as fh:
+                timing = json.load(fh)
+    else:  # a new run replaces whatever run was in --out
+        _fresh(csv)
+        if os.path.isdir(state_dir):
+            for name in os.listdir(state_dir):
+                os.remove(os.path.join(state_dir, name))
+        if os.path.exists(timing_file):
+            os.remove(timing_file)
+        with open(run_file + ".tmp", "w") as fh:
+            json.dump(run, fh, indent=1)
+        os.replace(run_file + ".tmp", run_file)
+    os.makedirs(state_dir, exist_ok=True)
+    finished = {a for a in agents if len(old) and (old.agent == a).sum() == args.steps * args.seeds}
     t0 = time.perf_counter()
-    df = compare(agents, env, steps=args.steps, seeds=args.seeds, progress=not args.quiet, csv_path=csv)
+    env_obj = None
+    frames = [old]
+    try:
+        for label, spec in agents.items():
+            if label in finished:
+                continue
+            if env_obj is None:
+                env_obj = runner._make_env(env, {}, args.steps)
+            ck = runner.agent_checkpoint(state_dir, label) if hasattr(env_obj.unwrapped, "functional") else None
+            df = runner.run(env_obj, spec, args.steps, args.seeds, name=label, progress=not args.quiet,
+                            csv_path=csv, checkpoint=ck, save_every=args.save_every)
+            frames.append(df)
+            timing.update(json.loads(json.dumps(df.attrs.get("timing", {}), default=float)))
+            with open(timing_file + ".tmp", "w") as fh:
+                json.dump(timing, fh)
+            os.replace(timing_file + ".tmp", timing_file)
+            if ck is not None:
+                os.remove(ck)
+    except KeyboardInterrupt:
+        print(f"banditkit {cmd}: interrupted; finished chunks are in {csv} and each agent's progress in {state_dir}/ "
+              f"(saved at most --save-every s before). Run the same command with --resume to continue",
+              file=sys.stderr)
+        return 130
+    order = {a: i for i, a in enumerate(agents)}
+    df = pd.concat([f for f in frames if len(f)], ignore_index=True)
+    df = df.sort_values(["agent", "seed", "step"], key=lambda c: c.map(order) if c.name == "agent" else c,
+                        kind="stable").reset_index(drop=True)
+    df.attrs["timing"] = timing
     df.to_csv(csv, index=False)  # the complete frame (the chunks were appended while running)
+    for name in os.listdir(state_dir):  # finished: no checkpoint is needed any more
+        os.remove(os.path.join(state_dir, name))
+    os.rmdir(state_dir)
     if not args.quiet:
         print(
             f"{env}: {len(agents)} agent(s) x {args.seeds} seed(s) x {args.steps} steps in "
@@ -330,6 +423,12 @@ def _common(p: argparse.ArgumentParser, steps: int, seeds: int, out: str) -> Non
     p.add_argument("--steps", type=_positive, default=steps, help=f"rounds per seed (default {steps})")
     p.add_argument("--seeds", type=_positive, default=seeds, help=f"number of seeds 0..n-1 (default {seeds})")
     p.add_argument("--out", default=out, help=f"output folder (default {out})")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run saved in --out (same options): finished agents are kept, the agent in "
+                   "progress goes on from its last checkpoint with exactly the actions of an unstopped run")
+    p.add_argument("--save-every", type=_seconds, default=60.0, metavar="SECONDS",
+                   help="checkpoint the agent in progress (all seeds) to --out at most this often (default 60; 0: "
+                   "after every chunk)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 

@@ -180,3 +180,75 @@ def test_bo_command_resume_checks_the_run(tmp_path, capsys, _no_process_blas_cap
         assert main(argv) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and all(w in err for w in words), err
+
+
+def test_run_with_a_checkpoint_continues_exactly(tmp_path):
+    """``run(checkpoint=...)``: stopped at its third chunk (the rows of that chunk delivered, the checkpoint from
+    the second), resumed: the rounds from the checkpoint on, exactly as in a run never stopped, with the
+    cumulative regret going on from the saved totals."""
+    from banditkit.experiments import runner
+
+    kw = dict(steps=300, seeds=2, chunk_size=50, progress=False)
+    ref = runner.run("banditkit/Mushroom-v0", "hilofi-thompson", **kw)
+    ck = tmp_path / "hilofi.bk"
+
+    class Stop(Exception):
+        pass
+
+    chunks = []
+
+    def stop_at_third(df):
+        chunks.append(df)
+        if len(chunks) == 3:
+            raise Stop
+
+    with pytest.raises(Stop):
+        runner.run("banditkit/Mushroom-v0", "hilofi-thompson", checkpoint=ck, save_every=0, on_chunk=stop_at_third,
+                   **kw)
+    assert runner.checkpoint_round(ck) == 100  # the rows are delivered before the chunk's state is saved
+    rest = runner.run("banditkit/Mushroom-v0", "hilofi-thompson", checkpoint=ck, **kw)
+    pd.testing.assert_frame_equal(rest, ref[ref.step >= 100].reset_index(drop=True))
+    assert runner.checkpoint_round(ck) == 300
+    with pytest.raises(ValueError, match="another run.*seeds"):
+        runner.run("banditkit/Mushroom-v0", "hilofi-thompson", checkpoint=ck, **{**kw, "seeds": 3})
+    with pytest.raises(ValueError, match="compiled loop"):
+        runner.run("banditkit/Mushroom-v0", "linear-greedy", checkpoint=tmp_path / "g.bk", compiled=False, steps=5)
+    with pytest.raises(ValueError, match="checkpoint_dir"):
+        runner.compare(["linear-greedy"], "banditkit/Mushroom-v0", steps=5, checkpoint=ck)
+
+
+_COMPARE_ARGS = ["compare", "--env", "mushroom", "--agents", "linear-greedy,hilofi", "--steps", "12000", "--seeds",
+                 "2", "--quiet"]
+
+
+def test_killed_compare_resumes_exactly(tmp_path, _no_process_blas_cap):
+    """SIGKILL while the second agent runs, then ``--resume``: the first agent's rows are kept, the second goes on
+    from its checkpoint (rows past it dropped), and the CSV equals that of a run never stopped."""
+    from banditkit.cli import main
+
+    out = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, "-m", "banditkit", *_COMPARE_ARGS, "--save-every", "0", "--out", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    ck = out / "compare_state" / "hilofi-thompson.bk"
+    try:
+        deadline = time.time() + 420
+        while time.time() < deadline and proc.poll() is None and not ck.exists():
+            time.sleep(0.1)
+        assert proc.poll() is None, f"compare ended before it could be killed: {proc.stderr.read()[-1000:]!r}"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    from banditkit.experiments.runner import checkpoint_round
+
+    assert 0 < checkpoint_round(ck) < 12000
+    assert main([*_COMPARE_ARGS, "--out", str(out), "--resume"]) == 0
+    assert not (out / "compare_state").exists()
+    ref = tmp_path / "ref"
+    assert main([*_COMPARE_ARGS, "--out", str(ref)]) == 0
+    a, b = (pd.read_csv(d / "compare.csv") for d in (out, ref))
+    assert len(a) == 2 * 2 * 12000
+    pd.testing.assert_frame_equal(a, b)
+    assert "hilofi-thompson" in (out / "compare_summary.md").read_text()

@@ -28,6 +28,13 @@ scores is arm 0), so its rewards would pass for a result; instead the runner war
 seeds and the round by which it was seen) and records ``timing["nonfinite"] = {seed: round}`` (empty when healthy).
 ``bk.debug.first_nonfinite`` then finds the exact step and field.
 
+Checkpoints (compiled loop, ``run(checkpoint=path, save_every=s)``): at the end of a chunk, once ``s`` seconds have
+passed since the last save, and after the last chunk, the vmapped agent state and the loop's position (next round,
+cumulative-regret totals, health flags, run time so far) are written atomically (:mod:`banditkit.checkpoint`).  A
+run given an existing checkpoint of the same agent name, seeds, steps and chunking starts from its next round; the
+keys are ``fold_in(k_act, t)`` and the data pre-drawn, so the rounds it runs are exactly those of a run never
+stopped.
+
 Discarded retrainings (both loops): a neural-linear posterior discards a body retraining that diverged
 (:mod:`banditkit.posteriors.neural_linear`), so a bad optimiser leaves finite but untrained features rather than
 NaNs.  The runner records ``timing["discarded_retrainings"] = {seed: [rejected, retrainings]}`` for such agents and
@@ -198,7 +205,7 @@ def _shardings(n_seeds: int):
     return padded, NamedSharding(mesh, PartitionSpec("seeds")), NamedSharding(mesh, PartitionSpec())
 
 
-def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink):
+def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink, checkpoint=None, save_every=60.0):
     fbs = [u.functional(s, steps) for s in seeds]
     for s, fb in zip(seeds, fbs, strict=True):
         if np.shape(fb.index)[0] < steps or np.shape(fb.rewards)[0] < steps:
@@ -273,12 +280,21 @@ def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink):
         compiled_warm = warm_v.lower(state, data).compile()
     compile_s = time.perf_counter() - t_start
 
-    bar = _progress(steps, name, progress)
     offsets = np.zeros(n)
     run_s = 0.0
     nonfinite: dict[int, int] = {}
+    t_next = 0  # the first round not run yet (a resumed run starts at its checkpoint's)
+    run_key = dict(agent=name, seeds=[int(s) for s in seeds], steps=steps, segments=[list(g) for g in segments])
+    if checkpoint is not None and os.path.exists(checkpoint):
+        state, t_next, offsets, nonfinite, run_s = _resume_state(checkpoint, state, run_key, per_seed)
+    last_save = time.monotonic()
+    bar = _progress(steps, name, progress)
+    if bar is not None and t_next:
+        bar.update(min(t_next, steps))
     try:
         for t0, length in segments:
+            if t0 < t_next:
+                continue
             tic = time.perf_counter()
             if compiled_warm is not None and t0 == tau:  # the warm-up fit: once, between two segments
                 state = compiled_warm(state, data)
@@ -295,6 +311,9 @@ def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink):
             df.attrs["nonfinite"] = dict(nonfinite)  # so far: seed -> the round by which its state went NaN/inf
             offsets = df.groupby("seed", sort=False)["cumulative_regret"].last().reindex(seeds).to_numpy()
             sink.add(df)
+            if checkpoint is not None and (t0 + length >= total or time.monotonic() - last_save >= save_every):
+                _save_state(checkpoint, state, run_key, t0 + length, offsets, nonfinite, run_s)
+                last_save = time.monotonic()
             if bar is not None:
                 bar.update(keep)
     finally:
@@ -321,6 +340,36 @@ def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink):
         devices=devices,
         nonfinite=nonfinite,
     ) | (dict(discarded_retrainings=discarded) if discarded else {})
+
+
+def _save_state(path, state, run_key: dict, t_next: int, offsets, nonfinite: dict, run_s: float) -> None:
+    """Write the vmapped agent state after round ``t_next − 1`` and what the loop needs to go on from there."""
+    from banditkit import checkpoint
+
+    meta = dict(format="banditkit.run", run=run_key, t_next=int(t_next), offsets=np.asarray(offsets).tolist(),
+                nonfinite={str(k): int(v) for k, v in nonfinite.items()}, run_s=float(run_s))
+    checkpoint.save(path, state, meta=meta)
+
+
+def _resume_state(path, template, run_key: dict, per_seed):
+    """``(state, t_next, offsets, nonfinite, run_s)`` from a checkpoint of the same run (``run_key`` equal)."""
+    from banditkit import checkpoint
+
+    _, header = checkpoint.load(path)
+    meta = header.get("meta") or {}
+    if meta.get("format") != "banditkit.run":
+        raise ValueError(f"{os.fspath(path)!r} is not a checkpoint of a bandit run (banditkit.run)")
+    saved = meta["run"]
+    diff = [f"{k}: saved {saved.get(k)!r}, now {v!r}" for k, v in run_key.items() if saved.get(k) != v]
+    if diff:
+        raise ValueError(
+            f"checkpoint {os.fspath(path)!r} is of another run ({'; '.join(diff)}); run with the same agent, seeds, "
+            "steps and chunk size to resume it, or delete it to start over"
+        )
+    state, _ = checkpoint.load(path, template=template)
+    state = jax.device_put(state, per_seed) if per_seed is not None else state
+    nonfinite = {int(k): int(v) for k, v in meta["nonfinite"].items()}
+    return state, int(meta["t_next"]), np.asarray(meta["offsets"], np.float64), nonfinite, float(meta["run_s"])
 
 
 MIN_RETRAININGS_TO_WARN = 4  # fewer retrainings say too little to warn about
@@ -464,6 +513,8 @@ def run(
     chunk_size: int | None = None,
     on_chunk: Callable[[pd.DataFrame], None] | None = None,
     csv_path: str | os.PathLike | None = None,
+    checkpoint: str | os.PathLike | None = None,
+    save_every: float = 60.0,
     **env_kwargs,
 ) -> pd.DataFrame:
     """Run one agent on a bandit environment for ``steps`` rounds and each seed; a tidy DataFrame.
@@ -486,6 +537,13 @@ def run(
         round by which it had (the same check as the run's ``timing[name]["nonfinite"]``).
       csv_path: append each finished chunk to this CSV (header written once), so an interrupted run keeps what it
         finished.
+      checkpoint: compiled loop only — a file to which the agent state of every seed is saved at the end of a chunk
+        once ``save_every`` seconds have passed since the last save, and after the last chunk.  If the file exists
+        (made by the same agent name, seeds, steps and chunk size, else ``ValueError``), the run continues from it:
+        only the rounds from its ``t_next`` on are run and returned (``cumulative_regret`` goes on from the saved
+        totals), with exactly the actions of a run that was never stopped.  Rows of an interrupted run that the
+        caller kept past the checkpoint's round are the caller's to drop (:func:`checkpoint_round`).
+      save_every: seconds between checkpoint saves (0: every chunk).
 
     Returns:
       DataFrame with columns ``agent, seed, step, action, reward, expected_reward, optimal_reward, regret,
@@ -520,9 +578,15 @@ def run(
         )
     chunk = int(chunk_size) if chunk_size else max(100, int(math.ceil(steps / 20)))
     chunk = max(1, min(chunk, steps))
+    if checkpoint is not None:
+        if not compiled:
+            raise ValueError("checkpoint= needs the compiled loop (an env with a functional form, compiled=True)")
+        if not save_every >= 0:
+            raise ValueError(f"save_every must be a number of seconds >= 0, got {save_every!r}")
+        checkpoint = os.fspath(checkpoint)
     sink = _Sink(csv_path, on_chunk)
     if compiled:
-        timing = _run_compiled(agent, u, label, seed_list, steps, chunk, progress, sink)
+        timing = _run_compiled(agent, u, label, seed_list, steps, chunk, progress, sink, checkpoint, save_every)
     else:
         timing = _run_gym(agent, env, label, seed_list, steps, chunk, progress, sink)
     df = sink.frame()
@@ -541,8 +605,12 @@ def compare(
     """Run several agents on the same environment and seeds; one DataFrame (``agent`` column = the dict keys).
 
     ``agents``: ``{name: agent_or_spec}`` or a list of spec strings (names = the specs).  Other keyword arguments
-    go to :func:`run` (``compiled``, ``progress``, ``csv_path``, env kwargs, ...).
+    go to :func:`run` (``compiled``, ``progress``, ``csv_path``, ``save_every``, env kwargs, ...);
+    ``checkpoint_dir`` gives each agent the ``checkpoint`` file :func:`agent_checkpoint` names in it.
     """
+    checkpoint_dir = kwargs.pop("checkpoint_dir", None)
+    if "checkpoint" in kwargs:
+        raise ValueError("compare runs several agents: pass checkpoint_dir= (one checkpoint file per agent)")
     if isinstance(agents, dict):
         items = list(agents.items())
     else:
@@ -553,6 +621,8 @@ def compare(
     env_obj = _make_env(env, env_kwargs, steps)
     frames, timing = [], {}
     for label, agent in items:
+        if checkpoint_dir is not None:
+            kwargs["checkpoint"] = agent_checkpoint(checkpoint_dir, label)
         df = run(env_obj, agent, steps, seeds, name=label, **kwargs)
         frames.append(df)
         timing.update(df.attrs.get("timing", {}))
@@ -561,4 +631,22 @@ def compare(
     return out
 
 
-_RUN_KEYS = {"compiled", "progress", "chunk_size", "on_chunk", "csv_path"}
+def agent_checkpoint(folder: str | os.PathLike, name: str) -> str:
+    """The checkpoint file of agent ``name`` in ``folder`` (the name with characters other than letters, digits,
+    ``-``, ``_`` and ``.`` replaced by ``_``, then ``.bk``)."""
+    import re
+
+    return os.path.join(os.fspath(folder), re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name)) + ".bk")
+
+
+def checkpoint_round(path: str | os.PathLike) -> int:
+    """The first round a :func:`run` checkpoint has not run (0 when the file does not exist)."""
+    from banditkit import checkpoint
+
+    if not os.path.exists(path):
+        return 0
+    _, header = checkpoint.load(path)
+    return int((header.get("meta") or {}).get("t_next", 0))
+
+
+_RUN_KEYS = {"compiled", "progress", "chunk_size", "on_chunk", "csv_path", "checkpoint", "save_every"}
