@@ -147,14 +147,21 @@ def _bandit(cmd: str, agents: dict, args) -> int:
             raise CLIError(f"--resume continues the run in {out!r}, made with other settings: {', '.join(diff)}; "
                            "give the same options or another --out")
         rows = _read_rows(csv)
+        if not set(runner.COLUMNS) <= set(rows.columns):
+            rows = pd.DataFrame(columns=runner.COLUMNS)
         keep = []
-        if set(runner.COLUMNS) <= set(rows.columns):
-            for label in agents:  # each agent's rows up to the round its checkpoint can continue from
-                mine = rows[rows.agent == label].dropna(subset=runner.COLUMNS)  # a line torn by a kill
-                done = len(mine) == args.steps * args.seeds
-                upto = args.steps if done else runner.checkpoint_round(runner.agent_checkpoint(state_dir, label))
-                keep.append(mine[mine.step < upto])
-        old = pd.concat(keep, ignore_index=True) if keep else pd.DataFrame()
+        for label in agents:  # each agent's rows up to the round its checkpoint can continue from
+            mine = rows[rows.agent == label].dropna(subset=runner.COLUMNS)  # a line torn by a kill
+            done = len(mine) == args.steps * args.seeds
+            ck = runner.agent_checkpoint(state_dir, label)
+            upto = args.steps if done else runner.checkpoint_round(ck)
+            mine = mine[mine.step < upto]
+            if len(mine) != upto * args.seeds:  # rows missing before the checkpoint: run this agent afresh
+                mine = mine.iloc[:0]
+                if os.path.exists(ck):
+                    os.remove(ck)
+            keep.append(mine)
+        old = pd.concat(keep, ignore_index=True)
         _write_rows(old, csv)  # drops rows past a checkpoint and torn lines
         if os.path.exists(timing_file):
             with open(timing_file) as fh:
