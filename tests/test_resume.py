@@ -252,3 +252,28 @@ def test_killed_compare_resumes_exactly(tmp_path, _no_process_blas_cap):
     assert len(a) == 2 * 2 * 12000
     pd.testing.assert_frame_equal(a, b)
     assert "hilofi-thompson" in (out / "compare_summary.md").read_text()
+
+
+def test_compare_resume_checks_the_run(tmp_path, capsys, _no_process_blas_cap):
+    """--resume of a finished run only re-reports it; a damaged CSV makes it run again (no gap in the rows);
+    other options or an empty --out are one-line errors."""
+    from banditkit.cli import main
+
+    args = ["compare", "--env", "mushroom", "--agents", "linear-greedy", "--steps", "200", "--seeds", "2", "--quiet"]
+    out = tmp_path / "c"
+    assert main([*args, "--out", str(out)]) == 0
+    first = pd.read_csv(out / "compare.csv")
+    assert main([*args, "--out", str(out), "--resume"]) == 0
+    pd.testing.assert_frame_equal(pd.read_csv(out / "compare.csv"), first)
+    assert "linear-greedy" in (out / "compare_summary.md").read_text()
+    (out / "compare.csv").write_text("agent,seed,st")  # cut by a kill in the header line
+    assert main([*args, "--out", str(out), "--resume"]) == 0
+    pd.testing.assert_frame_equal(pd.read_csv(out / "compare.csv"), first)
+    capsys.readouterr()
+    for argv, words in [
+        ([*args[:-2], "3", "--quiet", "--out", str(out), "--resume"], ["--seeds 2 (now 3)"]),
+        ([*args, "--out", str(tmp_path / "empty"), "--resume"], ["nothing to resume"]),
+    ]:
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and all(w in err for w in words), err
