@@ -105,6 +105,35 @@ def _report(df, out: str, cmd: str, quiet: bool, bo: bool = False) -> None:
         print(f"\nwrote {os.path.join(out, cmd + '.csv')}, {os.path.join(out, cmd + '_summary.md')}, {png}")
 
 
+def _check_resumable(run_file: str, run: dict, out: str, may_change: str = "") -> None:
+    """``--resume``: the run saved in ``out`` must have been made with the options ``run`` (a one-line error
+    naming each difference otherwise)."""
+    import json
+
+    if not os.path.exists(run_file):
+        raise CLIError(f"nothing to resume in {out!r} (no {os.path.basename(run_file)}); run without --resume")
+    with open(run_file) as fh:
+        saved = json.load(fh)
+    diff = [f"--{k.replace('_', '-')} {saved.get(k)!r} (now {v!r})" for k, v in run.items() if saved.get(k) != v]
+    if diff:
+        raise CLIError(f"--resume continues the run in {out!r}, made with other settings: {', '.join(diff)}; give "
+                       f"the same options{may_change} or another --out")
+
+
+def _start_run(run_file: str, run: dict, csv: str, state_dir: str, *others: str) -> None:
+    """A new run replaces the one in its folder: the CSV, the checkpoints and ``others`` go, the options are saved."""
+    import json
+
+    for path in (csv, *others):
+        _fresh(path)
+    if os.path.isdir(state_dir):
+        for name in os.listdir(state_dir):
+            os.remove(os.path.join(state_dir, name))
+    with open(run_file + ".tmp", "w") as fh:
+        json.dump(run, fh, indent=1)
+    os.replace(run_file + ".tmp", run_file)
+
+
 def _read_rows(csv: str):
     """The rows of an earlier run's CSV (an empty frame when it is missing or unreadable)."""
     import pandas as pd
@@ -138,14 +167,7 @@ def _bandit(cmd: str, agents: dict, args) -> int:
     old = pd.DataFrame()
     timing: dict = {}
     if args.resume:
-        if not os.path.exists(run_file):
-            raise CLIError(f"nothing to resume in {out!r} (no {os.path.basename(run_file)}); run without --resume")
-        with open(run_file) as fh:
-            saved = json.load(fh)
-        diff = [f"--{k} {saved.get(k)!r} (now {v!r})" for k, v in run.items() if saved.get(k) != v]
-        if diff:
-            raise CLIError(f"--resume continues the run in {out!r}, made with other settings: {', '.join(diff)}; "
-                           "give the same options or another --out")
+        _check_resumable(run_file, run, out)
         rows = _read_rows(csv)
         if not set(runner.COLUMNS) <= set(rows.columns):
             rows = pd.DataFrame(columns=runner.COLUMNS)
@@ -166,16 +188,8 @@ def _bandit(cmd: str, agents: dict, args) -> int:
         if os.path.exists(timing_file):
             with open(timing_file) as fh:
                 timing = json.load(fh)
-    else:  # a new run replaces whatever run was in --out
-        _fresh(csv)
-        if os.path.isdir(state_dir):
-            for name in os.listdir(state_dir):
-                os.remove(os.path.join(state_dir, name))
-        if os.path.exists(timing_file):
-            os.remove(timing_file)
-        with open(run_file + ".tmp", "w") as fh:
-            json.dump(run, fh, indent=1)
-        os.replace(run_file + ".tmp", run_file)
+    else:
+        _start_run(run_file, run, csv, state_dir, timing_file)
     os.makedirs(state_dir, exist_ok=True)
     finished = {a for a in agents if len(old) and (old.agent == a).sum() == args.steps * args.seeds}
     t0 = time.perf_counter()
@@ -300,7 +314,6 @@ def _bo_finished(csv: str, seeds: int, evals: int):
 
 
 def cmd_bo(args) -> int:
-    import json
 
     import numpy as np
     import pandas as pd
@@ -319,24 +332,10 @@ def cmd_bo(args) -> int:
                evals=args.evals, features=list(features), rank=args.rank, candidates=args.candidates,
                maximizer=args.maximizer, trust_region=args.trust_region)
     if args.resume:
-        if not os.path.exists(run_file):
-            raise CLIError(f"banditkit bo: error: nothing to resume in {out!r} (no {_BO_RUN}); run without --resume")
-        with open(run_file) as fh:
-            saved = json.load(fh)
-        diff = [f"--{k.replace('_', '-')} {saved.get(k)!r} (now {v!r})" for k, v in run.items() if saved.get(k) != v]
-        if diff:
-            raise CLIError(f"banditkit bo: error: --resume continues the run in {out!r}, made with other settings: "
-                           f"{', '.join(diff)}; give the same options (only --seeds may change) or another --out")
+        _check_resumable(run_file, run, out, may_change=" (only --seeds may change)")
         done = _bo_finished(csv, args.seeds, args.evals)
-    else:  # a new run replaces whatever run was in --out
-        _fresh(csv)
-        if os.path.isdir(state_dir):
-            for name in os.listdir(state_dir):
-                if name.endswith(".bk"):
-                    os.remove(os.path.join(state_dir, name))
-        with open(run_file + ".tmp", "w") as fh:
-            json.dump(run, fh, indent=1)
-        os.replace(run_file + ".tmp", run_file)
+    else:
+        _start_run(run_file, run, csv, state_dir)
         done = {}
     os.makedirs(state_dir, exist_ok=True)
     name = f"{args.surrogate}-{args.acquisition}" + {None: "", True: "-tr", False: "-global"}[args.trust_region]
