@@ -121,6 +121,24 @@ def _no_process_blas_cap(monkeypatch):
     monkeypatch.setattr(threads, "limit_blas_threads", lambda num_threads=1: threads._requested(num_threads) or {})
 
 
+def _signal_once_saved(argv: list[str], checkpoint, sig: int) -> tuple[int, str]:
+    """Start ``banditkit ARGV`` in a subprocess, send it ``sig`` as soon as ``checkpoint`` exists (so mid-run),
+    return ``(exit status, stderr)``."""
+    proc = subprocess.Popen([sys.executable, "-m", "banditkit", *argv], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    try:
+        deadline = time.time() + 420
+        while time.time() < deadline and proc.poll() is None and not os.path.exists(checkpoint):
+            time.sleep(0.1)
+        assert proc.poll() is None, f"the run ended before it could be stopped: {proc.stderr.read()[-1000:]!r}"
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, err
+
+
 _BO_ARGS = ["bo", "--evals", "150", "--seeds", "2", "--features", "8", "--rank", "2", "--candidates", "32", "--quiet"]
 
 
@@ -130,21 +148,9 @@ def test_bo_command_ctrl_c_then_resume_is_exact(tmp_path, _no_process_blas_cap):
     from banditkit.cli import main
 
     out = tmp_path / "stopped"
-    proc = subprocess.Popen([sys.executable, "-m", "banditkit", *_BO_ARGS, "--save-every", "0", "--out", str(out)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "JAX_PLATFORMS": "cpu"})
     ck = out / "bo_state" / "seed0.bk"
-    try:
-        deadline = time.time() + 300
-        while time.time() < deadline and proc.poll() is None and not ck.exists():
-            time.sleep(0.2)
-        assert proc.poll() is None, f"bo ended before it could be interrupted: {proc.stderr.read()[-1000:]!r}"
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, err
+    rc, err = _signal_once_saved([*_BO_ARGS, "--save-every", "0", "--out", str(out)], ck, signal.SIGINT)
+    assert rc == 130, err
     assert "--resume" in err and "Traceback" not in err
     stopped_at = BayesOpt.load(ck).n_evals
     assert 0 < stopped_at < 150 and not (out / "bo.csv").exists()
@@ -227,20 +233,9 @@ def test_killed_compare_resumes_exactly(tmp_path, _no_process_blas_cap):
     from banditkit.cli import main
 
     out = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, "-m", "banditkit", *_COMPARE_ARGS, "--save-every", "0", "--out", str(out)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env={**os.environ, "JAX_PLATFORMS": "cpu"})
     ck = out / "compare_state" / "hilofi-thompson.bk"
-    try:
-        deadline = time.time() + 420
-        while time.time() < deadline and proc.poll() is None and not ck.exists():
-            time.sleep(0.1)
-        assert proc.poll() is None, f"compare ended before it could be killed: {proc.stderr.read()[-1000:]!r}"
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    rc, _ = _signal_once_saved([*_COMPARE_ARGS, "--save-every", "0", "--out", str(out)], ck, signal.SIGKILL)
+    assert rc == -signal.SIGKILL
     from banditkit.experiments.runner import checkpoint_round
 
     assert 0 < checkpoint_round(ck) < 12000
