@@ -600,12 +600,9 @@ class BayesOpt:
             return dict(key=self._key)
         return dict(state=state, key=self._key)
 
-    def save(self, path: str | os.PathLike) -> None:
-        """Write the complete optimiser state to ``path`` atomically (:mod:`banditkit.checkpoint`: ``.npz`` arrays
-        + JSON header, no pickled code).  :meth:`load` resumes exactly: the next ``ask`` is the same."""
-        meta = dict(
-            format="banditkit.BayesOpt",
-            version=FORMAT_VERSION,
+    def _settings(self) -> dict:
+        """What makes two optimisers the same run, besides their data and random state."""
+        return dict(
             bounds=self.bounds.tolist(),
             surrogate=self.surrogate,
             acquisition=self.acquisition,
@@ -615,6 +612,15 @@ class BayesOpt:
             surrogate_kwargs=self.surrogate_kwargs,
             custom_model=self._custom_model,
             config=self._config,
+        )
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the complete optimiser state to ``path`` atomically (:mod:`banditkit.checkpoint`: ``.npz`` arrays
+        + JSON header, no pickled code).  :meth:`load` resumes exactly: the next ``ask`` is the same."""
+        meta = dict(
+            format="banditkit.BayesOpt",
+            version=FORMAT_VERSION,
+            **self._settings(),
             shift=self._shift,
             scale=self._scale,
             n_fed=self._n_fed,

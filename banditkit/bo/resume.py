@@ -26,16 +26,8 @@ from banditkit.bo.optimizer import BayesOpt
 def settings(opt: BayesOpt) -> dict[str, Any]:
     """The settings that make two optimisers the same run (everything :meth:`BayesOpt.save` records except the
     data and the random state), as plain JSON values."""
-    s = dict(
-        bounds=opt.bounds.tolist(),
-        surrogate=opt.surrogate,
-        acquisition=opt.acquisition,
-        direction=opt.direction,
-        seed=opt.seed,
-        n_initial=opt.n_initial,
-        surrogate_kwargs=getattr(opt, "surrogate_kwargs", None),
-        **opt._config,
-    )
+    s = opt._settings()
+    s.update(s.pop("config"))  # one entry per option, so that a difference names the option
     return json.loads(json.dumps(s, sort_keys=True, default=repr))
 
 
