@@ -196,7 +196,7 @@ def test_run_with_a_checkpoint_continues_exactly(tmp_path):
 
     kw = dict(steps=300, seeds=2, chunk_size=50, progress=False)
     ref = runner.run("banditkit/Mushroom-v0", "hilofi-thompson", **kw)
-    ck = tmp_path / "hilofi.bk"
+    ck = tmp_path / "state" / "hilofi.bk"  # the folder is made on the first save
 
     class Stop(Exception):
         pass

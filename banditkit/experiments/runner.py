@@ -584,6 +584,7 @@ def run(
         if not save_every >= 0:
             raise ValueError(f"save_every must be a number of seconds >= 0, got {save_every!r}")
         checkpoint = os.fspath(checkpoint)
+        os.makedirs(os.path.dirname(os.path.abspath(checkpoint)), exist_ok=True)
     sink = _Sink(csv_path, on_chunk)
     if compiled:
         timing = _run_compiled(agent, u, label, seed_list, steps, chunk, progress, sink, checkpoint, save_every)
