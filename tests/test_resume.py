@@ -221,6 +221,11 @@ def test_run_with_a_checkpoint_continues_exactly(tmp_path):
         runner.run("banditkit/Mushroom-v0", "linear-greedy", checkpoint=tmp_path / "g.bk", compiled=False, steps=5)
     with pytest.raises(ValueError, match="checkpoint_dir"):
         runner.compare(["linear-greedy"], "banditkit/Mushroom-v0", steps=5, checkpoint=ck)
+    folder = tmp_path / "per_agent"
+    runner.compare(["linear-greedy", "linear-thompson"], "banditkit/Mushroom-v0", steps=40, progress=False,
+                   checkpoint_dir=folder)
+    assert sorted(os.listdir(folder)) == ["linear-greedy.bk", "linear-thompson.bk"]
+    assert runner.checkpoint_round(folder / "linear-thompson.bk") == 40
 
 
 _COMPARE_ARGS = ["compare", "--env", "mushroom", "--agents", "linear-greedy,hilofi", "--steps", "12000", "--seeds",
