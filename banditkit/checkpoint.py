@@ -39,7 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["save", "load", "restore", "describe", "FORMAT"]
+__all__ = ["save", "load", "header", "restore", "describe", "FORMAT"]
 
 FORMAT = "banditkit-checkpoint/1"
 _META_KEY = "__banditkit_meta__"
@@ -220,7 +220,7 @@ def save(path: str | os.PathLike, state: Any, *, posterior: Any = None, meta: di
 # --------------------------------------------------------------------------------------------------------------
 # load
 # --------------------------------------------------------------------------------------------------------------
-def _read(path: str) -> tuple[dict, dict[str, np.ndarray]]:
+def _read(path: str, with_arrays: bool = True) -> tuple[dict, dict[str, np.ndarray]]:
     if not os.path.exists(path):
         raise FileNotFoundError(f"checkpoint {path!r} does not exist")
     if not zipfile.is_zipfile(path):
@@ -233,7 +233,7 @@ def _read(path: str) -> tuple[dict, dict[str, np.ndarray]]:
                     f"banditkit.checkpoint.save"
                 )
             header = json.loads(bytes(z[_META_KEY]).decode("utf-8"))
-            arrays = {k: z[k] for k in z.files if k != _META_KEY}
+            arrays = {k: z[k] for k in z.files if k != _META_KEY} if with_arrays else {}
     except ValueError as e:
         if "pickle" in str(e):
             raise ValueError(
@@ -287,6 +287,11 @@ def _structure_diff(saved: list[dict], wanted: list[dict], saved_treedef: str, w
     if not problems and saved_treedef != wanted_treedef:
         problems.append(f"tree structure differs: file {saved_treedef}, template {wanted_treedef}")
     return problems
+
+
+def header(path: str | os.PathLike) -> dict:
+    """The metadata :func:`load` returns, read without the arrays (``meta`` holds the caller's ``meta``)."""
+    return _read(os.fspath(path), with_arrays=False)[0]
 
 
 def load(path: str | os.PathLike, template: Any = None, *, posterior: Any = None) -> tuple[Any, dict]:

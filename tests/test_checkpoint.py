@@ -48,6 +48,7 @@ def test_posterior_state_round_trip_exact_and_resumes(tmp_path, model_and_post):
     assert meta["meta"] == {"step": 3, "seed": 7}
     assert meta["banditkit_version"] == bk.__version__
     assert "EKFState" in meta["treedef"]
+    assert checkpoint.header(f) == meta  # the same metadata, without reading the arrays
     # resuming from the loaded state gives exactly what continuing the original does
     x, y = jnp.array([0.5, 0.5]), jnp.array([1.0])
     _assert_tree_equal(post.update(loaded, x, y), post.update(state, x, y))

@@ -355,8 +355,7 @@ def _resume_state(path, template, run_key: dict, per_seed):
     """``(state, t_next, offsets, nonfinite, run_s)`` from a checkpoint of the same run (``run_key`` equal)."""
     from banditkit import checkpoint
 
-    _, header = checkpoint.load(path)
-    meta = header.get("meta") or {}
+    meta = checkpoint.header(path).get("meta") or {}
     if meta.get("format") != "banditkit.run":
         raise ValueError(f"{os.fspath(path)!r} is not a checkpoint of a bandit run (banditkit.run)")
     saved = meta["run"]
@@ -646,8 +645,7 @@ def checkpoint_round(path: str | os.PathLike) -> int:
 
     if not os.path.exists(path):
         return 0
-    _, header = checkpoint.load(path)
-    return int((header.get("meta") or {}).get("t_next", 0))
+    return int((checkpoint.header(path).get("meta") or {}).get("t_next", 0))
 
 
 _RUN_KEYS = {"compiled", "progress", "chunk_size", "on_chunk", "csv_path", "checkpoint", "save_every"}
