@@ -120,18 +120,28 @@ def _check_resumable(run_file: str, run: dict, out: str, may_change: str = "") -
                        f"the same options{may_change} or another --out")
 
 
-def _start_run(run_file: str, run: dict, csv: str, state_dir: str, *others: str) -> None:
-    """A new run replaces the one in its folder: the CSV, the checkpoints and ``others`` go, the options are saved."""
+def _write_json(path: str, value) -> None:
+    """Write ``value`` as JSON atomically (an interruption leaves the previous file)."""
     import json
 
-    for path in (csv, *others):
-        _fresh(path)
+    with open(path + ".tmp", "w") as fh:
+        json.dump(value, fh, indent=1)
+    os.replace(path + ".tmp", path)
+
+
+def _clear(state_dir: str) -> None:
+    """Remove every checkpoint in ``state_dir`` (if it exists)."""
     if os.path.isdir(state_dir):
         for name in os.listdir(state_dir):
             os.remove(os.path.join(state_dir, name))
-    with open(run_file + ".tmp", "w") as fh:
-        json.dump(run, fh, indent=1)
-    os.replace(run_file + ".tmp", run_file)
+
+
+def _start_run(run_file: str, run: dict, csv: str, state_dir: str, *others: str) -> None:
+    """A new run replaces the one in its folder: the CSV, the checkpoints and ``others`` go, the options are saved."""
+    for path in (csv, *others):
+        _fresh(path)
+    _clear(state_dir)
+    _write_json(run_file, run)
 
 
 def _read_rows(csv: str):
@@ -166,6 +176,7 @@ def _bandit(cmd: str, agents: dict, args) -> int:
     run = dict(env=env, agents=agents, steps=args.steps, seeds=args.seeds)
     old = pd.DataFrame()
     timing: dict = {}
+    finished: set[str] = set()
     if args.resume:
         _check_resumable(run_file, run, out)
         rows = _read_rows(csv)
@@ -182,6 +193,8 @@ def _bandit(cmd: str, agents: dict, args) -> int:
                 mine = mine.iloc[:0]
                 if os.path.exists(ck):
                     os.remove(ck)
+            elif done:
+                finished.add(label)
             keep.append(mine)
         old = pd.concat(keep, ignore_index=True)
         _write_rows(old, csv)  # drops rows past a checkpoint and torn lines
@@ -191,7 +204,6 @@ def _bandit(cmd: str, agents: dict, args) -> int:
     else:
         _start_run(run_file, run, csv, state_dir, timing_file)
     os.makedirs(state_dir, exist_ok=True)
-    finished = {a for a in agents if len(old) and (old.agent == a).sum() == args.steps * args.seeds}
     t0 = time.perf_counter()
     env_obj = None
     frames = [old]
@@ -206,9 +218,7 @@ def _bandit(cmd: str, agents: dict, args) -> int:
                             csv_path=csv, checkpoint=ck, save_every=args.save_every)
             frames.append(df)
             timing.update(json.loads(json.dumps(df.attrs.get("timing", {}), default=float)))
-            with open(timing_file + ".tmp", "w") as fh:
-                json.dump(timing, fh)
-            os.replace(timing_file + ".tmp", timing_file)
+            _write_json(timing_file, timing)
             if ck is not None:
                 os.remove(ck)
     except KeyboardInterrupt:
@@ -222,8 +232,7 @@ def _bandit(cmd: str, agents: dict, args) -> int:
                         kind="stable").reset_index(drop=True)
     df.attrs["timing"] = timing
     df.to_csv(csv, index=False)  # the complete frame (the chunks were appended while running)
-    for name in os.listdir(state_dir):  # finished: no checkpoint is needed any more
-        os.remove(os.path.join(state_dir, name))
+    _clear(state_dir)  # finished: no checkpoint is needed any more
     os.rmdir(state_dir)
     if not args.quiet:
         print(
@@ -294,27 +303,18 @@ def _bo_finished(csv: str, seeds: int, evals: int):
     kill is dropped, and the file rewritten without it), as ``{seed: frame}``."""
     import pandas as pd
 
-    if not os.path.exists(csv):
-        return {}
-    try:
-        df = pd.read_csv(csv)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
-        df = pd.DataFrame()
+    df = _read_rows(csv)
     done = {}
     if {"seed", "step"} <= set(df.columns):
         for seed, frame in df.groupby("seed"):
             if sorted(frame.step.tolist()) == list(range(1, evals + 1)):
                 done[int(seed)] = frame.sort_values("step")
-    if not done:
-        os.remove(csv)
-    elif sum(len(f) for f in done.values()) != len(df):  # torn or foreign rows: keep the whole seeds only
-        pd.concat([done[s] for s in sorted(done)]).to_csv(csv + ".tmp", index=False)
-        os.replace(csv + ".tmp", csv)
+    if not done or sum(len(f) for f in done.values()) != len(df):  # torn / foreign rows: keep whole seeds only
+        _write_rows(pd.concat([done[s] for s in sorted(done)]) if done else df.iloc[:0], csv)
     return {s: f for s, f in done.items() if s < seeds}
 
 
 def cmd_bo(args) -> int:
-
     import numpy as np
     import pandas as pd
 
