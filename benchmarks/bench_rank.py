@@ -1,0 +1,246 @@
+"""Rank study (seed 003 §11.2(a), Fig. 6): online MNIST classification, accuracy against run time as the rank grows.
+
+What a user choosing a rank wants to know: how much accuracy each extra rank buys and what it costs per step.  The
+protocol follows seed 003's "complete information" task: a LeNet5 (ELU) sees each MNIST training image once, in a
+random order, predicts its class with the current mean (plug-in, one step ahead) and then updates on the true
+label through the moment-matched categorical likelihood (``bk.likelihoods.Categorical``, ``R = diag(p) − ppᵀ + εI``).
+Filters and settings are the authors' notebook 04 (``shared/research/seed-003-hilofi.md`` §11.2(a), no tuning
+here): HiLoFi (hidden rank = the rank, dense 850 × 850 last layer, ``q_h = q_ℓ = 0.01``, prior variance 1, ε = 1e-4),
+LoLoFi (hidden rank = the rank, last-layer rank 50, as the paper's ablation), LRKF (``q = 0.01``, prior variance 1,
+ε = 0.1), LoFi (``q = 0``, prior variance e⁻⁸, ε = 0.01).
+
+Protocol run (stated in the table; the paper's is 60,000 images, accuracy over the last 10,000, one run): the first
+``--steps`` images of a fresh permutation of the 60,000 per seed (``bk.datasets.streams.stationary``; pixels / 255),
+each seed with its own initial network (``PRNGKey(seed)``) and random initial factors (``seed``); ranks ``--ranks``.
+Every (method, rank, seed) runs alone, one stream compiled into one ``lax.scan``, so ``ms / step`` is the cost of one
+filter on one stream (compile time apart).
+
+Metrics, mean ± standard error over seeds: one-step-ahead accuracy over all steps and over the last ``--last`` steps;
+NLPD (−log of the plug-in probability of the true class) over the last ``--last`` steps; ms per step (run time of
+the stream / steps).  The Pareto front is taken over all (method, rank) points: a point is on it when no other
+point is both faster and more accurate.
+
+Run (one process per core; each appends its rows to ``OUT/TAG.csv``, skipping (method, rank, seed) already there with
+the same ``--steps`` and ``--last``; ``--render`` rewrites ``TAG.md`` and ``TAG.png`` from the CSV)::
+
+    taskset -c 0 python benchmarks/bench_rank.py --methods lofi --seeds 3
+    taskset -c 1 python benchmarks/bench_rank.py --methods hilofi,lolofi,lrkf --seeds 3
+    python benchmarks/bench_rank.py --render
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's banditkit
+
+import banditkit as bk  # noqa: E402
+from banditkit.datasets import streams as S  # noqa: E402
+from banditkit.experiments.prequential import StreamLearner, run_stream  # noqa: E402
+from banditkit.likelihoods import Categorical  # noqa: E402
+from banditkit.models import LeNet5  # noqa: E402
+from benchmarks import common  # noqa: E402
+
+KEY_COLS = ["method", "rank", "seed", "steps", "last"]
+LABELS = {"hilofi": "HiLoFi", "lolofi": "LoLoFi (last-layer rank 50)", "lrkf": "LRKF", "lofi": "LoFi"}
+
+
+def posterior(method: str, apply_fn, rank: int, seed: int):
+    """The authors' notebook-04 filter at hidden (or full-network) rank ``rank``."""
+    P = bk.posteriors
+    if method == "hilofi":
+        return P.hilofi(apply_fn, Categorical(1e-4), rank=rank, init_cov_hidden=1.0, init_cov_last=1.0,
+                        dynamics_cov=0.01, seed=seed)
+    if method == "lolofi":
+        return P.lolofi(apply_fn, Categorical(1e-4), rank=rank, rank_last=50, init_cov_hidden=1.0,
+                        init_cov_last=1.0, dynamics_cov=0.01, seed=seed)
+    if method == "lrkf":
+        return P.lrkf(apply_fn, Categorical(0.1), rank=rank, init_cov=1.0, dynamics_cov=0.01, seed=seed)
+    if method == "lofi":
+        return P.lofi(apply_fn, Categorical(0.01), rank=rank, init_cov=float(np.exp(-8.0)), dynamics_cov=0.0)
+    raise SystemExit(f"unknown method {method!r}; choose from {', '.join(LABELS)}")
+
+
+def run_one(method: str, rank: int, seed: int, x: np.ndarray, y: np.ndarray, steps: int, last: int) -> dict:
+    model = LeNet5(out=10)
+    learner = StreamLearner(posterior(method, model.apply, rank, seed), lambda k: model.init(k, jnp.zeros(784)))
+    df = run_stream(lambda s: S.stationary(x, y, steps, seed=s), learner, seeds=[seed], name=method)
+    t = df.attrs["timing"][method]
+    acc, nlpd = df.accuracy.to_numpy(), df.nlpd.to_numpy()
+    return dict(method=method, rank=rank, seed=seed, steps=steps, last=last, accuracy=float(acc.mean()),
+                accuracy_last=float(acc[-last:].mean()), nlpd_last=float(nlpd[-last:].mean()),
+                compile_s=t["compile_s"], run_s=t["run_s"], ms_per_step=1e3 * t["run_s"] / steps,
+                nonfinite=int((~np.isfinite(nlpd)).sum()), command=common.command_line(),
+                machine=common.machine(load=False), load=common.load_average())
+
+
+def summary(rows: pd.DataFrame) -> pd.DataFrame:
+    g = rows.groupby(["method", "rank", "steps", "last"], sort=False)
+    out = g.agg(seeds=("seed", "nunique"), accuracy=("accuracy", "mean"), accuracy_se=("accuracy", common.se),
+                accuracy_last=("accuracy_last", "mean"), accuracy_last_se=("accuracy_last", common.se),
+                nlpd_last=("nlpd_last", "mean"), nlpd_last_se=("nlpd_last", common.se),
+                ms_per_step=("ms_per_step", "mean"), ms_per_step_se=("ms_per_step", common.se),
+                compile_s=("compile_s", "mean")).reset_index()
+    order = {m: i for i, m in enumerate(LABELS)}
+    out = out.sort_values(["method", "rank"], key=lambda c: c.map(order) if c.name == "method" else c)
+    out["pareto"] = pareto(out.ms_per_step.to_numpy(), out.accuracy_last.to_numpy())
+    return out.reset_index(drop=True)
+
+
+def pareto(cost: np.ndarray, quality: np.ndarray) -> np.ndarray:
+    """``True`` where no other point has ``cost <= `` and ``quality >=`` with one of them strict."""
+    keep = np.ones(len(cost), bool)
+    for i in range(len(cost)):
+        better = (cost <= cost[i]) & (quality >= quality[i]) & ((cost < cost[i]) | (quality > quality[i]))
+        keep[i] = not better.any()
+    return keep
+
+
+def plot(s: pd.DataFrame, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(12, 4.6))
+    for method, g in s.groupby("method", sort=False):
+        lab = LABELS.get(method, method)
+        line = ax0.errorbar(g.ms_per_step, g.accuracy_last, xerr=g.ms_per_step_se, yerr=g.accuracy_last_se,
+                            marker="o", capsize=2, label=lab)
+        for _, r in g.iterrows():
+            ax0.annotate(str(int(r["rank"])), (r.ms_per_step, r.accuracy_last), textcoords="offset points",
+                         xytext=(4, 4), fontsize=7, color=line[0].get_color())
+        ax1.errorbar(g["rank"], g.accuracy_last, yerr=g.accuracy_last_se, marker="o", capsize=2, label=lab)
+    front = s[s.pareto].sort_values("ms_per_step")
+    ax0.step(front.ms_per_step, front.accuracy_last, where="post", color="k", ls="--", lw=1, label="Pareto front")
+    last, steps = int(s["last"].iloc[0]), int(s.steps.iloc[0])
+    ax0.set_xscale("log")
+    ax0.set_xlabel("ms per step (one stream, one core; log scale)")
+    ax0.set_ylabel(f"accuracy over the last {last:,} of {steps:,} images")
+    ax0.set_title("accuracy against cost; labels = rank")
+    ax1.set_xscale("log")
+    ax1.set_xlabel("rank (hidden rank for HiLoFi / LoLoFi)")
+    ax1.set_title("accuracy against rank")
+    for ax in (ax0, ax1):
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8)
+    fig.suptitle(f"Online MNIST classification, LeNet5 (seed 003 rank study), mean ± s.e. over "
+                 f"{int(s.seeds.min())}–{int(s.seeds.max())} seeds", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def fmt(m: float, e: float, digits: int = 3) -> str:
+    return f"{m:.{digits}f} ± {e:.{digits}f}" if np.isfinite(e) else f"{m:.{digits}f}"
+
+
+def facts(s: pd.DataFrame) -> list[str]:
+    """The paper's claims about Fig. 6, each with the numbers measured here (no verdict where the s.e. decide)."""
+    out = []
+    for method, g in s.groupby("method", sort=False):
+        lo, hi = g.iloc[0], g.iloc[-1]
+        out.append(f"- {LABELS.get(method, method)}: rank {int(lo['rank'])} → {int(hi['rank'])}: accuracy (last "
+                   f"{int(lo['last']):,}) {fmt(lo.accuracy_last, lo.accuracy_last_se)} → "
+                   f"{fmt(hi.accuracy_last, hi.accuracy_last_se)}, ms per step {lo.ms_per_step:.2f} → "
+                   f"{hi.ms_per_step:.2f} (×{hi.ms_per_step / lo.ms_per_step:.1f}).")
+    front = s[s.pareto].sort_values("ms_per_step")
+    out.append("- Pareto front (fastest first): " + ", ".join(
+        f"{LABELS.get(r.method, r.method).split(' (')[0]} rank {int(r['rank'])} ({r.ms_per_step:.1f} ms, "
+        f"{r.accuracy_last:.3f})" for _, r in front.iterrows()) + ".")
+    return out
+
+
+def render(rows: pd.DataFrame, out: str, tag: str) -> None:
+    s = summary(rows)
+    steps, last = sorted(rows.steps.unique()), sorted(rows["last"].unique())
+    lines = ["# Rank study: online MNIST classification, accuracy against run time (seed 003 §11.2(a), Fig. 6)", "",
+             "**Protocol run:** " + ", ".join(map(str, steps)) + " images per seed (the paper: 60,000), accuracy over "
+             "the last " + ", ".join(f"{v:,}" for v in last) + " (the paper: 10,000); LeNet5 (ELU), moment-matched "
+             "categorical likelihood, the authors' notebook-04 settings (see `benchmarks/bench_rank.py`); every "
+             "(method, rank, seed) alone, one stream per run.  Mean ± standard error over seeds.", "",
+             "**Commands (in order):**", ""]
+    lines += [f"- `{c}`" for c in dict.fromkeys(rows.command)]
+    lines += ["", "**Machines (load average after each run, min–max):**", ""]
+    for m, g in rows.groupby("machine", sort=False):
+        lines.append(f"- {m}; load {g['load'].min():.1f}–{g['load'].max():.1f} over {len(g)} runs")
+    lines += ["", "| method | rank | seeds | accuracy (all steps) | accuracy (last) | NLPD (last) | ms / step | "
+              "compile s | Pareto |", "|---|---|---|---|---|---|---|---|---|"]
+    for _, r in s.iterrows():
+        lines.append(f"| {LABELS.get(r.method, r.method)} | {int(r['rank'])} | {int(r.seeds)} | "
+                     f"{fmt(r.accuracy, r.accuracy_se)} | {fmt(r.accuracy_last, r.accuracy_last_se)} | "
+                     f"{fmt(r.nlpd_last, r.nlpd_last_se)} | {fmt(r.ms_per_step, r.ms_per_step_se, 2)} | "
+                     f"{r.compile_s:.1f} | {'yes' if r.pareto else ''} |")
+    bad = rows[rows.nonfinite > 0]
+    if len(bad):
+        lines += ["", "**Non-finite NLPD:** " + ", ".join(f"{r.method} rank {r['rank']} seed {r.seed} "
+                                                          f"({r.nonfinite} steps)" for _, r in bad.iterrows())]
+    lines += ["", "**Measured (the paper's Fig. 6 claims are in the notes below):**", "", *facts(s), "",
+              f"Figure: [{tag}.png]({tag}.png).", ""]
+    lines += common.hand_notes(os.path.join(out, f"{tag}.md"))
+    with open(os.path.join(out, f"{tag}.md"), "w") as fh:
+        fh.write("\n".join(lines).rstrip() + "\n")
+    plot(s, os.path.join(out, f"{tag}.png"))
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--methods", default="hilofi,lolofi,lrkf,lofi")
+    p.add_argument("--ranks", default="1,5,10,20,50", type=lambda v: [int(r) for r in v.split(",")])
+    p.add_argument("--steps", type=int, default=15000, help="images per seed (the paper: 60,000)")
+    p.add_argument("--last", type=int, default=5000, help="accuracy window at the end (the paper: 10,000)")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--out", default="benchmarks/results")
+    p.add_argument("--tag", default="rank_study")
+    p.add_argument("--render", action="store_true", help="run nothing: rewrite TAG.md / TAG.png from TAG.csv")
+    common.add_blas_threads(p)
+    args = p.parse_args(argv)
+    common.apply_blas_threads(args.blas_threads)
+    csv = os.path.join(args.out, f"{args.tag}.csv")
+    if args.render:
+        if not os.path.exists(csv):
+            raise SystemExit(f"--render: {csv} does not exist; run the study first (see the module docstring)")
+        render(pd.read_csv(csv), args.out, args.tag)
+        print(f"wrote {args.out}/{args.tag}.md and .png")
+        return
+    if not 1 <= args.last <= args.steps:
+        raise SystemExit(f"--last must be between 1 and --steps ({args.steps}), got {args.last}")
+    if any(r < 1 for r in args.ranks):
+        raise SystemExit(f"--ranks must be positive integers, got {args.ranks}")
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    for m in methods:
+        if m not in LABELS:
+            raise SystemExit(f"unknown method {m!r} in --methods; choose from {', '.join(LABELS)}")
+    if args.seeds < 3:
+        print(f"warning: --seeds {args.seeds} < 3; standard errors will be unreliable", file=sys.stderr)
+    os.makedirs(args.out, exist_ok=True)
+    x, y = S.load_xy("mnist")
+    rows = pd.read_csv(csv) if os.path.exists(csv) else pd.DataFrame(columns=KEY_COLS)
+    done = set(map(tuple, rows[KEY_COLS].astype(int, errors="ignore").to_numpy().tolist()))
+    for method in methods:
+        for rank in args.ranks:
+            for seed in range(args.seeds):
+                if (method, rank, seed, args.steps, args.last) in done:
+                    continue
+                tic = time.perf_counter()
+                row = run_one(method, rank, seed, x, y, args.steps, args.last)
+                print(f"{method:7s} rank {rank:3d} seed {seed}: accuracy last {row['accuracy_last']:.3f} "
+                      f"{row['ms_per_step']:.2f} ms/step ({time.perf_counter() - tic:.0f} s)", flush=True)
+                # re-read before appending: another process may write the same CSV
+                old = pd.read_csv(csv) if os.path.exists(csv) else None
+                rows = pd.concat([old, pd.DataFrame([row])], ignore_index=True) if old is not None \
+                    else pd.DataFrame([row])
+                rows.to_csv(csv, index=False)
+    render(rows, args.out, args.tag)
+    print(f"wrote {csv}, {args.tag}.md and .png")
+
+
+if __name__ == "__main__":
+    main()
