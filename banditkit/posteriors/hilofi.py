@@ -165,7 +165,11 @@ def hilofi(
       last_layer: name of the submodule holding the last layer (parameter path).
       init_cov_hidden, init_cov_last: prior variances of the two blocks.
       dynamics_cov: ``q`` for both blocks (shorthand); ``dynamics_cov_hidden`` / ``dynamics_cov_last``
-        override it per block (default 0).
+        override it per block (default 0).  ``q_ℓ`` is added to the full last layer's covariance every step
+        (Algorithm 1), so a large one keeps its gain high for good: with ``Categorical`` on online MNIST,
+        ``q_h = q_ℓ = 0.01`` (seed 003's notebook setting) diverges to chance accuracy while ``q_h = 0.01,
+        q_ℓ = 0`` reaches 0.93 (``benchmarks/results/rank_study.md``).  ``q_h > 0`` lets the hidden factor leave
+        its initial row space; with ``q_h = 0`` it never does.
       forgetting: ``γ``; ``predict`` does ``θ ← γθ``, ``Σ ← γ²Σ + Q``.
       last_cov: HiLoFi's last-layer form, ``"sqrt"``, ``"dense"`` or ``"auto"`` (see the module docstring;
         ignored by LoLoFi).
