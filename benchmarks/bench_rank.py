@@ -60,6 +60,7 @@ KEY_COLS = ["method", "rank", "seed", "steps", "last"]
 LABELS = {"hilofi": "HiLoFi", "lolofi": "LoLoFi (last-layer rank 50)", "lrkf": "LRKF", "lofi": "LoFi",
           "hilofi_nb": "HiLoFi, notebook q_ℓ = 0.01"}
 DEFAULT_METHODS = "hilofi,lolofi,lrkf,lofi"
+COLOURS = {m: f"C{i}" for i, m in enumerate(LABELS)}  # one colour per method in every table's plot
 
 
 def posterior(method: str, apply_fn, rank: int, seed: int):
@@ -133,8 +134,8 @@ def plot(s: pd.DataFrame, path: str) -> None:
         ok = g[g.accuracy_last >= CHANCE]
         below = g[g.accuracy_last < CHANCE]
         off += [f"{lab} rank {int(r['rank'])}: {r.accuracy_last:.2f}" for _, r in below.iterrows()]
-        line = ax2.errorbar(g["rank"], g.ms_per_step, yerr=g.ms_per_step_se, marker="o", capsize=2, label=lab)
-        colour = line[0].get_color()
+        colour = COLOURS.get(method)
+        ax2.errorbar(g["rank"], g.ms_per_step, yerr=g.ms_per_step_se, marker="o", capsize=2, label=lab, color=colour)
         if ok.empty:
             continue
         ax0.errorbar(ok.ms_per_step, ok.accuracy_last, xerr=ok.ms_per_step_se, yerr=ok.accuracy_last_se,
