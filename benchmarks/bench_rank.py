@@ -14,7 +14,9 @@ last layer and with the authors' coordinate initial factor alike, while ``q_h`` 
 banditkit adds ``q_ℓ I`` to the last-layer covariance every step, as the paper's Algorithm 1 does; the authors'
 code uses ``q_ℓ`` in that step's gain but leaves it out of the full-rank last layer's covariance recursion
 (``experiments/methods/low_rank_last_layer.py``, ``_update_last``), so their last-layer covariance evolves as with
-``q_ℓ = 0``.  ``q_h`` is kept: without it a low-rank factor never leaves its initial row space (digest §14.2.3), and
+``q_ℓ = 0`` (their hidden projection likewise adds ``q_h`` to the Gram's eigenvalues and divides it out again,
+so their carried covariance has no ``q`` in either block: ``q`` only raises each step's gain).  ``q_h`` is kept:
+without it a low-rank factor never leaves its initial row space (digest §14.2.3), and
 the rank would not matter.
 
 Protocol run (stated in the table; the paper's is 60,000 images, accuracy over the last 10,000, one run): the first
