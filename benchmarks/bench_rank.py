@@ -192,6 +192,11 @@ def facts(s: pd.DataFrame) -> list[str]:
     out = []
     for method, g in s.groupby("method", sort=False):
         lo, hi = g.iloc[0], g.iloc[-1]
+        if len(g) == 1:
+            out.append(f"- {LABELS.get(method, method)}: rank {int(lo['rank'])} only: accuracy (last "
+                       f"{int(lo['last']):,}) {fmt(lo.accuracy_last, lo.accuracy_last_se)}, ms per step "
+                       f"{lo.ms_per_step:.2f}.")
+            continue
         out.append(f"- {LABELS.get(method, method)}: rank {int(lo['rank'])} → {int(hi['rank'])}: accuracy (last "
                    f"{int(lo['last']):,}) {fmt(lo.accuracy_last, lo.accuracy_last_se)} → "
                    f"{fmt(hi.accuracy_last, hi.accuracy_last_se)}, ms per step {lo.ms_per_step:.2f} → "
