@@ -275,7 +275,7 @@ def main(argv=None) -> None:
     os.makedirs(args.out, exist_ok=True)
     x, y = S.load_xy("mnist")
     rows = pd.read_csv(csv) if os.path.exists(csv) else pd.DataFrame(columns=KEY_COLS)
-    done = set(map(tuple, rows[KEY_COLS].astype(int, errors="ignore").to_numpy().tolist()))
+    done = set(rows[KEY_COLS].itertuples(index=False, name=None))  # (method, rank, seed, steps, last) already run
     for method in methods:
         for rank in args.ranks:
             for seed in range(args.seeds):
