@@ -259,6 +259,7 @@ def lowrank_kalman_update(
     innov: Array,
     q: Array | float = 0.0,
     use_q: bool = False,
+    carry_q: bool = True,
 ) -> tuple[Array, Array, Array]:
     """Kalman update of one block with covariance ``CᵀC + qI`` (rows of ``C`` orthogonal) with one big GEMM.
 
@@ -276,6 +277,9 @@ def lowrank_kalman_update(
       innov: ``ε = y − ŷ (c_y,)``.
       q: variance ``q ≥ 0`` of the isotropic part of the prior covariance (pending dynamics noise).
       use_q: static switch; ``False`` drops every ``q`` term (saves one pass when ``q ≡ 0``).
+      carry_q: static switch; ``True`` (the paper's ``P_{d,+q}``) adds ``q`` to the kept eigenvalues, so the new
+        factor carries it; ``False`` projects with ``P_d`` — ``q`` then acts on this step's gain only (seed 003's
+        reference code: its projection adds ``q`` to the small Gram's eigenvalues and divides it out again).
 
     Equations (``Z = S⁻¹Aᵀ``, ``V = S⁻¹H``; ``Kᵀ = Z C + q V`` is never formed):
       ``μ ← μ + Kε = μ + Cᵀ(A S⁻¹ε) + q Vᵀε``;
@@ -286,8 +290,8 @@ def lowrank_kalman_update(
       written once; the only ``O(d²D)`` work is the GEMM.
 
     Returns ``(mean, C, gram)``: ``CᵀC`` is the best rank-``d`` factor of the surrogate
-    ``(I−KH)(CᵀC)(I−KH)ᵀ + KRKᵀ + qI`` (Corollary C.3), exactly the Joseph form when ``q = 0`` and ``d``
-    covers the stacked rank.
+    ``(I−KH)(CᵀC)(I−KH)ᵀ + KRKᵀ + qI`` (Corollary C.3; without the ``+ qI`` when ``carry_q=False``), exactly the
+    Joseph form when ``q = 0`` and ``d`` covers the stacked rank.
     """
     d = c.shape[0]
     dtype = c.dtype
@@ -301,7 +305,7 @@ def lowrank_kalman_update(
         vv = solve_spd_factor(s_chol, solve_spd_factor(s_chol, jac @ jac.T).T)  # S⁻¹HHᵀS⁻¹
         cross = phi @ z.T @ psi.T
         g_n = g_n + q * (cross + cross.T) + q**2 * (psi @ vv @ psi.T)
-    w, s2 = project_weights(g_n, d, q if use_q else 0.0)
+    w, s2 = project_weights(g_n, d, q if use_q and carry_q else 0.0)
     c_new = (w @ phi) @ c  # (d, D): the one O(d²D) pass
     dmean = u @ c  # a second read of C; cheaper than slicing a (d+1, D) product (that copies (d, D))
     if use_q:
@@ -315,7 +319,7 @@ _FUSED_RANK_MAX = 16  # dense_block_update: up to this many outputs, the Σ upda
 
 
 def dense_block_update(
-    mean: Array, sigma: Array, g: Array, s: Array, r_other: Array, innov: Array
+    mean: Array, sigma: Array, g: Array, s: Array, r_other: Array, innov: Array, g_gain: Array | None = None
 ) -> tuple[Array, Array]:
     """(Block-diagonal) Joseph update of a dense covariance, in ``O(D² c)`` — the EKF's and HiLoFi's kernel.
 
@@ -339,11 +343,14 @@ def dense_block_update(
     Args:
       mean: ``μ (D,)``; sigma: ``Σ (D, D)``, symmetric; g: ``G = ΣLᵀ (D, c)``; s: total ``S (c, c)``;
       r_other: ``R_o (c, c)``; innov: ``ε (c,)``.
+      g_gain: the gain's numerator, ``K = g_gain S⁻¹`` (default ``G``, the optimal gain for ``Σ``).  The Joseph
+        identity above holds for any ``K``; HiLoFi's ``dynamics_mode="gain"`` passes ``(Σ + qI)Lᵀ`` with
+        ``R_o`` holding ``q LLᵀ`` too, so ``q`` shapes the gain but is not carried into ``Σ⁺``.
 
     Returns ``(μ + Kε, Σ⁺)``.
     """
     s = symmetrize(s)
-    k = solve_spd_factor(chol_upper(s), g.T).T  # (D, c)
+    k = solve_spd_factor(chol_upper(s), (g if g_gain is None else g_gain).T).T  # (D, c)
     u_m = chol_upper(symmetrize(s - r_other))  # M = U_Mᵀ U_M (c, c)
     x_minus = g @ solve_triangular(u_m, jnp.eye(u_m.shape[0], dtype=u_m.dtype), lower=False)  # G U_M⁻¹
     x_plus = k @ u_m.T - x_minus

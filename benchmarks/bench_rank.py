@@ -60,7 +60,10 @@ from benchmarks import common  # noqa: E402
 
 KEY_COLS = ["method", "rank", "seed", "steps", "last"]
 LABELS = {"hilofi": "HiLoFi", "lolofi": "LoLoFi (last-layer rank 50)", "lrkf": "LRKF", "lofi": "LoFi",
-          "hilofi_nb": "HiLoFi, notebook q_ℓ = 0.01"}
+          "hilofi_nb": "HiLoFi, notebook q_ℓ = 0.01",
+          "hilofi_ref": "HiLoFi, notebook q_ℓ = 0.01, q in the gain only",
+          "lolofi_ref": "LoLoFi (last-layer rank 50), q in the gain only",
+          "lrkf_ref": "LRKF, q in the gain only"}
 DEFAULT_METHODS = "hilofi,lolofi,lrkf,lofi"
 COLOURS = {m: f"C{i}" for i, m in enumerate(LABELS)}  # one colour per method in every table's plot
 
@@ -69,15 +72,17 @@ def posterior(method: str, apply_fn, rank: int, seed: int):
     """The authors' notebook-04 filter at hidden (or full-network) rank ``rank`` (HiLoFi with ``q_ℓ = 0``: see the
     module docstring; ``hilofi_nb`` is the notebook's ``q_ℓ = 0.01``)."""
     P = bk.posteriors
-    if method in ("hilofi", "hilofi_nb"):
+    mode = "gain" if method.endswith("_ref") else "carry"
+    if method in ("hilofi", "hilofi_nb", "hilofi_ref"):
         return P.hilofi(apply_fn, Categorical(1e-4), rank=rank, init_cov_hidden=1.0, init_cov_last=1.0,
-                        dynamics_cov_hidden=0.01, dynamics_cov_last=0.01 if method == "hilofi_nb" else 0.0,
-                        seed=seed)
-    if method == "lolofi":
+                        dynamics_cov_hidden=0.01, dynamics_cov_last=0.0 if method == "hilofi" else 0.01,
+                        dynamics_mode=mode, seed=seed)
+    if method in ("lolofi", "lolofi_ref"):
         return P.lolofi(apply_fn, Categorical(1e-4), rank=rank, rank_last=50, init_cov_hidden=1.0,
-                        init_cov_last=1.0, dynamics_cov=0.01, seed=seed)
-    if method == "lrkf":
-        return P.lrkf(apply_fn, Categorical(0.1), rank=rank, init_cov=1.0, dynamics_cov=0.01, seed=seed)
+                        init_cov_last=1.0, dynamics_cov=0.01, dynamics_mode=mode, seed=seed)
+    if method in ("lrkf", "lrkf_ref"):
+        return P.lrkf(apply_fn, Categorical(0.1), rank=rank, init_cov=1.0, dynamics_cov=0.01, dynamics_mode=mode,
+                      seed=seed)
     if method == "lofi":
         return P.lofi(apply_fn, Categorical(0.01), rank=rank, init_cov=float(np.exp(-8.0)), dynamics_cov=0.0)
     raise SystemExit(f"unknown method {method!r}; choose from {', '.join(LABELS)}")

@@ -192,7 +192,9 @@ def test_make_agent_linear_is_per_arm_and_matches_the_joint_agent():
 
 
 HILOFI_CONFIGS = [dict(), dict(dynamics_cov_last=0.01), dict(dynamics_cov=0.01, forgetting=0.95),
-                  dict(dynamics_cov_last=0.01, last_cov="sqrt")]
+                  dict(dynamics_cov_last=0.01, last_cov="sqrt"),
+                  dict(dynamics_cov=0.01, forgetting=0.95, dynamics_mode="gain"),
+                  dict(dynamics_cov_last=0.01, last_cov="sqrt", dynamics_mode="gain")]
 
 
 def _hilofi_setup():
@@ -211,7 +213,10 @@ def _last_cov(post, state):
     return np.einsum("...ji,...jl->...il", c, c)
 
 
-@pytest.mark.parametrize("kw", HILOFI_CONFIGS, ids=["sqrt", "dense", "dense-drift-forget", "sqrt-drift"])
+HILOFI_IDS = ["sqrt", "dense", "dense-drift-forget", "sqrt-drift", "dense-gain", "sqrt-gain"]
+
+
+@pytest.mark.parametrize("kw", HILOFI_CONFIGS, ids=HILOFI_IDS)
 def test_hilofi_arm_blocks_equal_one_dense_last_layer(x64, kw):
     model, params, idx = _hilofi_setup()
     _, _, xs, acts, ys = _setup(4)

@@ -66,12 +66,12 @@ def _run(post, params, data, jit_step=True):
     return state
 
 
-@pytest.mark.parametrize("q", [0.0, 0.05])
-def test_lrkf_full_rank_equals_kalman_filter(x64, q):
+@pytest.mark.parametrize("q,mode", [(0.0, "carry"), (0.05, "carry"), (0.05, "gain")])
+def test_lrkf_full_rank_equals_kalman_filter(x64, q, mode):
     params, apply_fn = _linear_model()
     space = ParamSpace(params)
     p, gamma, data = space.size, 0.9, _data(4)
-    post = lrkf(apply_fn, Gaussian(R), rank=p, init_cov=0.8, dynamics_cov=q, forgetting=gamma)
+    post = lrkf(apply_fn, Gaussian(R), rank=p, init_cov=0.8, dynamics_cov=q, forgetting=gamma, dynamics_mode=mode)
     state = post.init(params)
     mu, sig = np.asarray(space.ravel(params)), 0.8 * np.eye(p)
     step = jax.jit(lambda s, x, y: post.update(post.predict(s), x, y))
@@ -80,17 +80,22 @@ def test_lrkf_full_rank_equals_kalman_filter(x64, q):
         yhat = h @ (gamma * mu)  # linear model, no offset
         if q == 0.0:
             mu, sig = _kf_step(mu, sig, h, np.asarray(y), yhat, R * np.eye(CY), gamma, np.zeros(p))
-        else:  # the documented surrogate: q(I − KH)(I − KH)ᵀ replaced by qI (seed 003, Prop. E.3)
+        else:  # carry: the documented surrogate, q(I − KH)(I − KH)ᵀ replaced by qI (seed 003, Prop. E.3);
+            # gain: the gain of γ²Σ + qI, the Joseph form applied to γ²Σ alone (q dropped afterwards)
             sp = gamma**2 * sig + q * np.eye(p)
             k = sp @ h.T @ np.linalg.inv(h @ sp @ h.T + R * np.eye(CY))
             a = np.eye(p) - k @ h
             mu = gamma * mu + k @ (np.asarray(y) - yhat)
-            sig = a @ (gamma**2 * sig) @ a.T + R * k @ k.T + q * np.eye(p)
+            sig = a @ (gamma**2 * sig) @ a.T + R * k @ k.T + (q * np.eye(p) if mode == "carry" else 0.0)
         state = step(state, x, y)
         np.testing.assert_allclose(state.mean, mu, atol=1e-10)
         np.testing.assert_allclose(state.cov.T @ state.cov, sig, atol=1e-10)
         yh, cov = post.predictive(state, x)
         np.testing.assert_allclose(cov, h @ sig @ h.T + R * np.eye(CY), atol=1e-10)
+        if q > 0:  # the next step's predictive holds q̄ again, in either mode
+            _, cov_next = post.predictive(post.predict(state), x)
+            sp = gamma**2 * sig + q * np.eye(p)
+            np.testing.assert_allclose(cov_next, h @ sp @ h.T + R * np.eye(CY), atol=1e-10)
 
 
 def _sigma_last(post, state):
@@ -125,31 +130,40 @@ def test_hilofi_frozen_hidden_is_kalman_filter_on_last_layer(x64, last_cov):
         np.testing.assert_allclose(state.cov_hidden, 0.0)
 
 
-def _blockdiag_oracle(apply_fn, space, params, data, c_h, c_l, q_h, q_l, gamma):
-    """Dense HiLoFi target: block-diagonal prior, per-block Joseph form with R, cross-covariance dropped."""
+def _blockdiag_oracle(apply_fn, space, params, data, c_h, c_l, q_h, q_l, gamma, mode="carry"):
+    """Dense HiLoFi target: block-diagonal prior, per-block Joseph form with R, cross-covariance dropped.
+
+    ``mode="carry"``: q joins Σ_ℓ before the update and Σ_h after it (``P_{d,+q}``); ``"gain"``: q is in ``S`` and
+    both gains only, and each block's Joseph form is applied to its covariance without q."""
     h0, l0 = (np.asarray(v) for v in space.split(params))
     mh, ml, sh, sl = h0.copy(), l0.copy(), c_h * np.eye(h0.size), c_l * np.eye(l0.size)
     out = []
     for x, y in data:
         mh, ml = gamma * mh, gamma * ml
-        sh_base, sl = gamma**2 * sh, gamma**2 * sl + q_l * np.eye(l0.size)
-        sh_p = sh_base + q_h * np.eye(h0.size)
+        sh_base, sl_base = gamma**2 * sh, gamma**2 * sl
+        sh_p, sl_p = sh_base + q_h * np.eye(h0.size), sl_base + q_l * np.eye(l0.size)
         jh, jl = _jac_blocks(apply_fn, space, mh, ml, x)
         yhat = np.asarray(apply_fn(space.merge(jnp.asarray(mh), jnp.asarray(ml)), x))
-        s = jh @ sh_p @ jh.T + jl @ sl @ jl.T + R * np.eye(CY)
-        kh, kl = sh_p @ jh.T @ np.linalg.inv(s), sl @ jl.T @ np.linalg.inv(s)
+        s = jh @ sh_p @ jh.T + jl @ sl_p @ jl.T + R * np.eye(CY)
+        kh, kl = sh_p @ jh.T @ np.linalg.inv(s), sl_p @ jl.T @ np.linalg.inv(s)
         e = np.asarray(y) - yhat
         mh, ml = mh + kh @ e, ml + kl @ e
         ah, al = np.eye(h0.size) - kh @ jh, np.eye(l0.size) - kl @ jl
-        sh = ah @ sh_base @ ah.T + R * kh @ kh.T + q_h * np.eye(h0.size)
-        sl = al @ sl @ al.T + R * kl @ kl.T
+        if mode == "carry":
+            sh = ah @ sh_base @ ah.T + R * kh @ kh.T + q_h * np.eye(h0.size)
+            sl = al @ sl_p @ al.T + R * kl @ kl.T
+        else:
+            sh = ah @ sh_base @ ah.T + R * kh @ kh.T
+            sl = al @ sl_base @ al.T + R * kl @ kl.T
         out.append((mh, ml, sh, sl))
     return out
 
 
 @pytest.mark.parametrize("last_cov", ["sqrt", "dense"])
-@pytest.mark.parametrize("q_h,q_l,gamma", [(0.0, 0.0, 1.0), (0.04, 0.02, 0.9)])
-def test_hilofi_full_hidden_rank_equals_blockdiagonal_filter(x64, q_h, q_l, gamma, last_cov):
+@pytest.mark.parametrize(
+    "q_h,q_l,gamma,mode", [(0.0, 0.0, 1.0, "carry"), (0.04, 0.02, 0.9, "carry"), (0.04, 0.02, 0.9, "gain")]
+)
+def test_hilofi_full_hidden_rank_equals_blockdiagonal_filter(x64, q_h, q_l, gamma, mode, last_cov):
     params, apply_fn = _linear_model()
     space = ParamSpace(params, "head")
     data = _data(4)
@@ -163,12 +177,13 @@ def test_hilofi_full_hidden_rank_equals_blockdiagonal_filter(x64, q_h, q_l, gamm
         dynamics_cov_last=q_l,
         forgetting=gamma,
         last_cov=last_cov,
+        dynamics_mode=mode,
     )  # rank 50 > D_h: clipped to D_h
     state = post.init(params)
     assert state.cov_hidden.shape == (space.size_hidden, space.size_hidden)
     step = jax.jit(lambda s, x, y: post.update(post.predict(s), x, y))
     for (x, y), (mh, ml, sh, sl) in zip(
-        data, _blockdiag_oracle(apply_fn, space, params, data, 0.7, 1.3, q_h, q_l, gamma), strict=True
+        data, _blockdiag_oracle(apply_fn, space, params, data, 0.7, 1.3, q_h, q_l, gamma, mode), strict=True
     ):
         state = step(state, x, y)
         np.testing.assert_allclose(state.mean_hidden, mh, atol=1e-10)
@@ -177,17 +192,20 @@ def test_hilofi_full_hidden_rank_equals_blockdiagonal_filter(x64, q_h, q_l, gamm
         np.testing.assert_allclose(_sigma_last(post, state), sl, atol=1e-10)
 
 
+@pytest.mark.parametrize("mode", ["carry", "gain"])
 @pytest.mark.parametrize("last_cov", ["sqrt", "dense"])
-def test_hilofi_last_layer_draws_have_the_filtered_covariance(x64, last_cov):
-    """Thompson draws of the last layer: sample mean → μ_ℓ and sample covariance → Σ_ℓ, in both forms."""
+def test_hilofi_last_layer_draws_have_the_filtered_covariance(x64, last_cov, mode):
+    """Thompson draws of the last layer: sample mean → μ_ℓ and sample covariance → Σ_ℓ (+ the pending q̄_ℓ I in
+    ``"gain"`` mode), in both forms."""
     params, apply_fn = _linear_model()
     space = ParamSpace(params, "head")
     post = hilofi(apply_fn, Gaussian(R), rank=2, init_cov_hidden=0.3, init_cov_last=1.3, dynamics_cov=0.05,
-                  last_cov=last_cov)
+                  last_cov=last_cov, dynamics_mode=mode)
     state = post.predict(_run(post, params, _data(5)))
     draws = jax.vmap(lambda k: space.split(post.sample(k, state))[1])(jax.random.split(jax.random.PRNGKey(0), 20000))
     draws = np.asarray(draws)
-    sig = _sigma_last(post, state)
+    sig = _sigma_last(post, state) + float(state.q_last) * np.eye(DL)
+    assert float(state.q_last) == (0.05 if mode == "gain" else 0.0)
     np.testing.assert_allclose(draws.mean(0), state.mean_last, atol=4 * np.sqrt(np.max(np.diag(sig)) / 20000))
     np.testing.assert_allclose(np.cov(draws.T), sig, atol=0.05 * np.max(np.diag(sig)))
 
@@ -196,17 +214,24 @@ def test_hilofi_rejects_unknown_last_cov():
     params, apply_fn = _linear_model()
     with pytest.raises(ValueError, match="last_cov"):
         hilofi(apply_fn, Gaussian(R), last_cov="cholesky")
+    for make in (hilofi, lrkf):
+        with pytest.raises(ValueError, match="dynamics_mode='pending' must be 'carry'"):
+            make(apply_fn, Gaussian(R), dynamics_mode="pending")
 
 
-def test_lolofi_full_ranks_equals_hilofi(x64):
+@pytest.mark.parametrize("mode", ["carry", "gain"])
+def test_lolofi_full_ranks_equals_hilofi(x64, mode):
     params, apply_fn = _linear_model()
-    kw = dict(rank=DH, init_cov_hidden=0.7, init_cov_last=1.3, forgetting=0.9)
+    kw = dict(rank=DH, init_cov_hidden=0.7, init_cov_last=1.3, forgetting=0.9, dynamics_mode=mode)
+    if mode == "gain":  # q in the gain only: HiLoFi's full last layer and LoLoFi's P_d agree
+        kw["dynamics_cov"] = 0.03
     data = _data(5)
-    a = _run(hilofi(apply_fn, Gaussian(R), **kw), params, data)
+    post_a = hilofi(apply_fn, Gaussian(R), **kw)
+    a = _run(post_a, params, data)
     b = _run(lolofi(apply_fn, Gaussian(R), rank_last=DL, **kw), params, data)
     np.testing.assert_allclose(a.mean_hidden, b.mean_hidden, atol=1e-10)
     np.testing.assert_allclose(a.mean_last, b.mean_last, atol=1e-10)
-    np.testing.assert_allclose(a.cov_last.T @ a.cov_last, b.cov_last.T @ b.cov_last, atol=1e-10)
+    np.testing.assert_allclose(_sigma_last(post_a, a), b.cov_last.T @ b.cov_last, atol=1e-10)
     np.testing.assert_allclose(a.cov_hidden.T @ a.cov_hidden, b.cov_hidden.T @ b.cov_hidden, atol=1e-10)
 
 

@@ -47,6 +47,18 @@ update) and pays one Cholesky per Thompson draw (~4 ms at ``D_ℓ = 850``), none
 the subtraction can lose definiteness only by rounding, which ``q_ℓ > 0`` outweighs.  ``"auto"`` (default) picks
 ``"dense"`` when ``q_ℓ > 0`` and ``"sqrt"`` otherwise.
 
+Dynamics modes (``dynamics_mode``).  ``"carry"`` (default) is Algorithm 1 above: ``q`` joins the covariance in
+``predict`` and stays after ``update`` (hidden: ``P_{d,+q̄_h}``; full last layer: ``Σ_ℓ ← γ²Σ_ℓ + q_ℓ I``).
+``"gain"`` is what seed 003's reference code computes: ``q̄`` is pending for the coming step only — it is in
+``S``, the predictive, a Thompson draw, and the gain ``K = (Σ + q̄I)Jᵀ S⁻¹`` of both blocks — and the Joseph form
+is applied to the covariance without it: hidden ``C ← P_d(C(I−K_hH̃)ᵀ, R½K_hᵀ)`` (the reference projection adds
+``q`` to the small Gram's eigenvalues and divides it out again), full last layer ``Σ_ℓ ← (I−K_ℓL̃)Σ_ℓ(I−K_ℓL̃)ᵀ +
+K_ℓRK_ℓᵀ`` (the reference ``_update_last``; here :func:`banditkit.linalg.dense_block_update` with the gain's
+numerator ``(Σ_ℓ + q̄_ℓI)L̃ᵀ``; ``last_cov="sqrt"`` refactors the result, ``O(D_ℓ³)``).  The ``q`` then never
+accumulates: a large ``q`` raises each step's gain but not the covariance the next step starts from.  With
+``Categorical`` on online MNIST and ``q_h = q_ℓ = 0.01`` (the authors' notebook 04), ``"carry"`` diverges to chance
+and ``"gain"`` does not (``benchmarks/results/rank_study.md``).
+
 ``init_cov_hidden`` / ``init_cov_last`` are prior *variances*.  ``C_0 = √init_cov_hidden · Q`` with ``Q`` a
 random ``(d, D_h)`` matrix with orthonormal dense rows, so ``Σ_h,0`` has eigenvalue ``init_cov_hidden`` on a
 random ``d``-dimensional subspace (not the coordinate init ``[I | 0]``, which freezes all but ``d`` parameters
@@ -92,6 +104,14 @@ def _check(name: str, value, *, positive: bool = False) -> None:
             raise ValueError(f"{name} must be > 0, got {value!r}")
         if not positive and not value >= 0:
             raise ValueError(f"{name} must be >= 0 (it is a variance), got {value!r}")
+
+
+def check_dynamics_mode(name: str, mode) -> bool:
+    """``True`` for ``dynamics_mode="carry"``, ``False`` for ``"gain"``; anything else is an error."""
+    if mode not in ("carry", "gain"):
+        raise ValueError(f"{name}: dynamics_mode={mode!r} must be 'carry' (the paper's Algorithm 1: q stays in the "
+                         "covariance) or 'gain' (the reference code: q enters each step's gain only)")
+    return mode == "carry"
 
 
 def _check_rank(name: str, value, allow_none: bool = False) -> None:
@@ -152,6 +172,7 @@ def hilofi(
     forgetting: float = 1.0,
     last_cov: str = "auto",
     arms: int | None = None,
+    dynamics_mode: str = "carry",
     key: Array | None = None,
     seed: int = 0,
 ) -> Posterior:
@@ -175,6 +196,11 @@ def hilofi(
         ignored by LoLoFi).
       arms: ``K`` for a ``K``-output head observed one output at a time: the last-layer covariance is kept as ``K``
         per-arm blocks (every last-layer leaf must have last axis ``K``; HiLoFi only).  ``None``: one dense block.
+      dynamics_mode: ``"carry"`` (default; the paper's Algorithm 1): ``q`` is added to the covariance by
+        ``predict`` and stays in it after ``update``.  ``"gain"`` (what seed 003's reference code computes): ``q``
+        is pending variance for the coming step only — it is in that step's predictive, Thompson draw and gain
+        — and the update's Joseph form is applied to the covariance *without* it, so it never accumulates (see
+        "Dynamics modes" in the module docstring).
       key, seed: PRNG key (or integer seed) for the random orthonormal initial factor(s).
     """
     _check_rank("rank", rank)
@@ -196,6 +222,9 @@ def hilofi(
     use_ql = not _is_zero(q_l)
     if last_cov not in ("auto", "sqrt", "dense"):
         raise ValueError(f"last_cov={last_cov!r} must be 'auto', 'sqrt' or 'dense'")
+    carry = check_dynamics_mode("hilofi", dynamics_mode)
+    # HiLoFi's full last layer holds q_ℓ pending (as the low-rank blocks do) when it is not carried
+    pend_l = low_last or (use_ql and not carry)
     dense = not low_last and (last_cov == "dense" or (last_cov == "auto" and use_ql))
     blocks = None if arms is None else ArmIndex(arms, "hilofi")
     if blocks is not None and low_last:
@@ -234,11 +263,15 @@ def hilofi(
             c_l, g_l, qbar_l = g * state.cov_last, g**2 * state.gram_last, g**2 * state.q_last + ql
         elif dense:
             c_l, g_l, qbar_l = g**2 * state.cov_last, state.gram_last, state.q_last
-            if use_ql:
+            if pend_l:
+                qbar_l = g**2 * state.q_last + ql
+            elif use_ql:
                 c_l = c_l + ql * _eye_last(state.mean_last.size, dt)
         else:
             c_l, g_l, qbar_l = g * state.cov_last, state.gram_last, state.q_last
-            if use_ql:
+            if pend_l:
+                qbar_l = g**2 * state.q_last + ql
+            elif use_ql:
                 c_l = (linalg.add_isotropic_factor(c_l, ql) if arms is None
                        else jax.vmap(linalg.add_isotropic_factor, in_axes=(0, None))(c_l, ql))
         return HiLoFiState(
@@ -272,7 +305,7 @@ def hilofi(
             cov_l = jax.lax.dynamic_index_in_dim(state.cov_last, k, keepdims=False)
         b_l = cov_l @ jl.T  # (D_ℓ or d_ℓ or P_k, C); dense: G = Σ_ℓ L̃ᵀ
         s_l = jl @ b_l if dense else b_l.T @ b_l
-        if low_last and use_ql:
+        if pend_l and use_ql:
             s_l = s_l + state.q_last * (jl @ jl.T)
         return yhat, jh, jl, r, a_h, s_h, b_l, s_l, arm
 
@@ -297,6 +330,7 @@ def hilofi(
             innov,
             state.q_hidden,
             use_qh,
+            carry,
         )
         if low_last:
             ell, c_l, g_l = linalg.lowrank_kalman_update(
@@ -310,13 +344,21 @@ def hilofi(
                 innov,
                 state.q_last,
                 use_ql,
+                carry,
             )
         else:
             ell, c_l = state.mean_last, state.cov_last
             if arm is not None:  # the observed arm's block only
                 k, i_k = arm
                 ell, c_l = ell[i_k], jax.lax.dynamic_index_in_dim(c_l, k, keepdims=False)
-            if dense:
+            if pend_l:  # "gain": K = (Σ_ℓ + q̄_ℓ I)L̃ᵀS⁻¹, Joseph form on Σ_ℓ alone
+                g = b_l if dense else c_l.T @ b_l  # G = Σ_ℓ L̃ᵀ (D_ℓ, C)
+                sig = c_l if dense else c_l.T @ c_l
+                ell, sig = linalg.dense_block_update(
+                    ell, sig, g, s, s_h + state.q_last * (jl @ jl.T), innov, g + state.q_last * jl.T
+                )
+                c_l = sig if dense else linalg.chol_upper(sig)  # sqrt: refactored, O(D_ℓ³) as the time update
+            elif dense:
                 ell, c_l = linalg.dense_block_update(ell, c_l, b_l, s, s_h, innov)
             else:
                 ell, c_l = linalg.sqrt_factor_update(ell, c_l, b_l, s, s_h, r_half, innov)
@@ -343,7 +385,7 @@ def hilofi(
         else:
             root_l = linalg.chol_upper(state.cov_last) if dense else state.cov_last
             ell = state.mean_last + rng.normal(k3, (root_l.shape[0],), dt) @ root_l
-        if low_last and use_ql:
+        if pend_l and use_ql:
             ell = ell + jnp.sqrt(state.q_last) * rng.normal(k4, ell.shape, dt)
         return cell.space.merge(h, ell)
 
@@ -360,6 +402,7 @@ def hilofi(
         dynamics_cov_last=q_l,
         forgetting=forgetting,
         last_cov=None if low_last else ("dense" if dense else "sqrt"),
+        dynamics_mode=dynamics_mode,
         seed=seed,
     )
     if arms is not None:

@@ -12,6 +12,9 @@ update:   ``ŷ = m(f(μ, x))``, ``H = ∂ŷ/∂θ (C, P)``, ``ε = y − ŷ``, `
           ``C ← P_{d,+q̄}(C(I − KH)ᵀ, R½Kᵀ)``, ``q̄ ← 0`` — the best rank-``d`` factor of the surrogate
           ``(I−KH)CᵀC(I−KH)ᵀ + KRKᵀ + q̄I`` (:func:`banditkit.linalg.lowrank_kalman_update`; one ``(d, d) @ (d, P)``
           GEMM per step, never a ``P × P`` matrix).  With ``q = 0`` and ``rank ≥ P`` this is the exact Kalman filter.
+          ``dynamics_mode="gain"``: ``P_d`` instead of ``P_{d,+q̄}`` — the factor of ``(I−KH)CᵀC(I−KH)ᵀ + KRKᵀ``,
+          ``q̄`` in the gain only (seed 003's reference code); with ``rank ≥ P`` the exact Joseph form with the
+          gain of ``CᵀC + q̄I`` applied to ``CᵀC``.
 predictive: ``(ŷ(x), H(CᵀC + q̄I)Hᵀ + R)`` at the mean (epistemic + aleatoric).
 sample:   ``θ = μ + Cᵀε + √q̄ z``, ``ε ~ N(0, I_d)``, ``z ~ N(0, I_P)``.
 
@@ -39,7 +42,14 @@ import jax.numpy as jnp
 from banditkit import linalg, rng
 from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs
-from banditkit.posteriors.hilofi import _check, _check_rank, _is_zero, _lowrank_init, linearize_tree
+from banditkit.posteriors.hilofi import (
+    _check,
+    _check_rank,
+    _is_zero,
+    _lowrank_init,
+    check_dynamics_mode,
+    linearize_tree,
+)
 
 Array = jax.Array
 
@@ -59,6 +69,7 @@ def lrkf(
     init_cov: float = 1.0,
     dynamics_cov: float = 0.0,
     forgetting: float = 1.0,
+    dynamics_mode: str = "carry",
     key: Array | None = None,
     seed: int = 0,
 ) -> Posterior:
@@ -71,12 +82,16 @@ def lrkf(
       init_cov: prior variance (on a random rank-``d`` subspace).
       dynamics_cov: ``q``, random-walk variance added per ``predict``.
       forgetting: ``γ``; ``predict`` does ``θ ← γθ``, ``Σ ← γ²Σ + qI``.
+      dynamics_mode: ``"carry"`` (default, the paper's ``P_{d,+q}``: the new factor keeps ``q``) or ``"gain"``
+        (seed 003's reference code: ``P_d``, so ``q`` shapes each step's predictive, draw and gain but is not
+        carried into the factor).
       key, seed: PRNG key (or integer seed) for the random orthonormal initial factor.
     """
     _check_rank("rank", rank)
     _check("init_cov", init_cov)
     _check("dynamics_cov", dynamics_cov)
     _check("forgetting", forgetting, positive=True)
+    carry = check_dynamics_mode("lrkf", dynamics_mode)
     use_q = not _is_zero(dynamics_cov)
     base_key = jax.random.PRNGKey(seed) if key is None else key
     cell = SpaceCell()
@@ -119,6 +134,7 @@ def lrkf(
             y - yhat,
             state.q,
             use_q,
+            carry,
         )
         return LRKFState(mu, c, g, jnp.zeros((), mu.dtype))
 
@@ -137,5 +153,6 @@ def lrkf(
     def mean(state: LRKFState):
         return cell.space.unravel(state.mean)
 
-    hyper = dict(rank=rank, init_cov=init_cov, dynamics_cov=dynamics_cov, forgetting=forgetting, seed=seed)
+    hyper = dict(rank=rank, init_cov=init_cov, dynamics_cov=dynamics_cov, forgetting=forgetting,
+                 dynamics_mode=dynamics_mode, seed=seed)
     return Posterior(init, predict, update, predictive, sample, mean, name="lrkf", hyper=hyper)
