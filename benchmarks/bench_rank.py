@@ -19,6 +19,11 @@ so their carried covariance has no ``q`` in either block: ``q`` only raises each
 without it a low-rank factor never leaves its initial row space (digest §14.2.3), and
 the rank would not matter.
 
+The authors' semantics are available as ``dynamics_mode="gain"`` (``bk.posteriors.hilofi`` / ``lolofi`` / ``lrkf``):
+``q`` in each step's predictive, Thompson draw and gain, the Joseph form applied to the covariance without it.  The
+methods ``hilofi_ref`` (the notebook's ``q_h = q_ℓ = 0.01``), ``lolofi_ref`` and ``lrkf_ref`` (their notebook ``q``)
+run the notebook's settings that way; like ``hilofi_nb`` they run only when named.
+
 Protocol run (stated in the table; the paper's is 60,000 images, accuracy over the last 10,000, one run): the first
 ``--steps`` images of a fresh permutation of the 60,000 per seed (``bk.datasets.streams.stationary``; pixels / 255),
 each seed with its own initial network (``PRNGKey(seed)``) and random initial factors (``seed``); ranks ``--ranks``.
@@ -65,7 +70,15 @@ LABELS = {"hilofi": "HiLoFi", "lolofi": "LoLoFi (last-layer rank 50)", "lrkf": "
           "lolofi_ref": "LoLoFi (last-layer rank 50), q in the gain only",
           "lrkf_ref": "LRKF, q in the gain only"}
 DEFAULT_METHODS = "hilofi,lolofi,lrkf,lofi"
-COLOURS = {m: f"C{i}" for i, m in enumerate(LABELS)}  # one colour per method in every table's plot
+# one colour per filter in every table's plot; its reference-code-dynamics variant (``_ref``) dashed in the same colour
+COLOURS = {m: f"C{i}" for i, m in enumerate(m for m in LABELS if not m.endswith("_ref"))}
+COLOURS |= {m: COLOURS[m.removesuffix("_ref")] for m in LABELS if m.endswith("_ref")}
+
+
+def style(method: str) -> dict:
+    """Matplotlib line style of ``method``: its colour, dashed with square markers for the ``_ref`` variants."""
+    ref = method.endswith("_ref")
+    return dict(color=COLOURS.get(method), ls="--" if ref else "-", marker="s" if ref else "o")
 
 
 def posterior(method: str, apply_fn, rank: int, seed: int):
@@ -134,24 +147,24 @@ def plot(s: pd.DataFrame, path: str) -> None:
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
-    fig, (ax0, ax1, ax2) = plt.subplots(1, 3, figsize=(16, 4.8))
+    fig, (ax0, ax1, ax2) = plt.subplots(1, 3, figsize=(16, 5.6))
     off = []
     for method, g in s.groupby("method", sort=False):
         lab = LABELS.get(method, method)
         ok = g[g.accuracy_last >= CHANCE]
         below = g[g.accuracy_last < CHANCE]
         off += [f"{lab} rank {int(r['rank'])}: {r.accuracy_last:.2f}" for _, r in below.iterrows()]
-        colour = COLOURS.get(method)
-        ax2.errorbar(g["rank"], g.ms_per_step, yerr=g.ms_per_step_se, marker="o", capsize=2, label=lab, color=colour)
+        st = style(method)
+        colour = st["color"]
+        ax2.errorbar(g["rank"], g.ms_per_step, yerr=g.ms_per_step_se, capsize=2, label=lab, **st)
         if ok.empty:
             continue
         ax0.errorbar(ok.ms_per_step, ok.accuracy_last, xerr=ok.ms_per_step_se, yerr=ok.accuracy_last_se,
-                     marker="o", capsize=2, label=lab, color=colour)
+                     capsize=2, label=lab, **st)
         for _, r in ok.iterrows():
             ax0.annotate(str(int(r["rank"])), (r.ms_per_step, r.accuracy_last), textcoords="offset points",
                          xytext=(3, 5), fontsize=7, color=colour)
-        ax1.errorbar(ok["rank"], ok.accuracy_last, yerr=ok.accuracy_last_se, marker="o", capsize=2, label=lab,
-                     color=colour)
+        ax1.errorbar(ok["rank"], ok.accuracy_last, yerr=ok.accuracy_last_se, capsize=2, label=lab, **st)
     front = s[s.pareto & (s.accuracy_last >= CHANCE)].sort_values("ms_per_step")
     ax0.step(front.ms_per_step, front.accuracy_last, where="post", color="k", ls="--", lw=1, label="Pareto front")
     last, steps = int(s["last"].iloc[0]), int(s.steps.iloc[0])
@@ -169,7 +182,10 @@ def plot(s: pd.DataFrame, path: str) -> None:
     for ax in (ax0, ax1, ax2):
         ax.set_xscale("log")
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7)
+    ax0.legend(handles=[h for h, lab in zip(*ax0.get_legend_handles_labels(), strict=True) if lab == "Pareto front"],
+               fontsize=7, loc="lower right")
+    handles, labels = ax2.get_legend_handles_labels()  # every method (ax2 draws them all): one legend below
+    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8, frameon=False)
     for axis in (ax0.xaxis, ax2.yaxis):
         axis.set_major_formatter(plain)
         axis.set_minor_formatter(plain)
@@ -177,13 +193,14 @@ def plot(s: pd.DataFrame, path: str) -> None:
         ax.xaxis.set_major_locator(FixedLocator(ranks))
         ax.xaxis.set_major_formatter(plain)
         ax.xaxis.set_minor_formatter(NullFormatter())
+    legend_h = 0.01 + 0.045 * (1 + (len(labels) - 1) // 4)  # the shared legend's rows
     if off:
-        fig.text(0.01, 0.01, "Not drawn on the accuracy panels (mean accuracy below the scale): " + "; ".join(off),
-                 fontsize=8)
+        fig.text(0.01, legend_h + 0.01,
+                 "Not drawn on the accuracy panels (mean accuracy below the scale): " + "; ".join(off), fontsize=8)
     lo, hi = int(s.seeds.min()), int(s.seeds.max())
     fig.suptitle(f"Online MNIST classification, LeNet5 (seed 003 rank study), mean ± s.e. over "
                  f"{lo if lo == hi else f'{lo}–{hi}'} seeds", fontsize=10)
-    fig.tight_layout(rect=(0, 0.04 if off else 0, 1, 1))
+    fig.tight_layout(rect=(0, legend_h + (0.04 if off else 0.01), 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
@@ -220,7 +237,9 @@ def render(rows: pd.DataFrame, out: str, tag: str) -> None:
              "**Protocol run:** " + ", ".join(map(str, steps)) + " images per seed (the paper: 60,000), accuracy over "
              "the last " + ", ".join(f"{v:,}" for v in last) + " (the paper: 10,000); LeNet5 (ELU), moment-matched "
              "categorical likelihood, the authors' notebook-04 settings except HiLoFi's last layer at q_ℓ = 0 "
-             "(why: the docstring of `benchmarks/bench_rank.py`); every "
+             "(why: the docstring of `benchmarks/bench_rank.py`); rows marked \"q in the gain only\" run the "
+             "notebook's q with the authors' code's dynamics (`dynamics_mode=\"gain\"`: q enters each step's gain, "
+             "not the carried covariance); every "
              "(method, rank, seed) alone, one stream per run.  Mean ± standard error over seeds.", "",
              "**Commands (in order):**", ""]
     lines += [f"- `{c}`" for c in dict.fromkeys(rows.command)]
@@ -249,7 +268,8 @@ def render(rows: pd.DataFrame, out: str, tag: str) -> None:
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--methods", default=DEFAULT_METHODS,
-                   help=f"comma list of {', '.join(LABELS)} (default {DEFAULT_METHODS}; hilofi_nb only when named)")
+                   help=f"comma list of {', '.join(LABELS)} (default {DEFAULT_METHODS}; hilofi_nb and the _ref "
+                   "ones only when named)")
     p.add_argument("--ranks", default="1,5,10,20,50", type=lambda v: [int(r) for r in v.split(",")])
     p.add_argument("--steps", type=int, default=15000, help="images per seed (the paper: 60,000)")
     p.add_argument("--last", type=int, default=5000, help="accuracy window at the end (the paper: 10,000)")

@@ -28,6 +28,9 @@ def test_every_method_builds_the_notebook_settings(method):
 
     post = bench_rank.posterior(method, bk.models.LeNet5(out=10).apply, rank=3, seed=0)
     assert post.name.startswith(method.split("_")[0])
+    # the _ref variants run the reference code's dynamics (q in the gain only); every other one the paper's
+    assert post.hyper.get("dynamics_mode", "carry") == ("gain" if method.endswith("_ref") else "carry")
+    assert bench_rank.style(method)["color"] == bench_rank.COLOURS[method.removesuffix("_ref")]
     with pytest.raises(SystemExit, match="unknown method"):
         bench_rank.posterior("ekf", None, rank=3, seed=0)
 
