@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 
@@ -205,6 +206,11 @@ def plot(s: pd.DataFrame, path: str) -> None:
     plt.close(fig)
 
 
+def short_label(method: str) -> str:
+    """``method``'s label without its parenthesised detail ("LoLoFi, q in the gain only")."""
+    return re.sub(r" \(.*?\)", "", LABELS.get(method, method))
+
+
 def fmt(m: float, e: float, digits: int = 3) -> str:
     return f"{m:.{digits}f} ± {e:.{digits}f}" if np.isfinite(e) else f"{m:.{digits}f}"
 
@@ -225,7 +231,7 @@ def facts(s: pd.DataFrame) -> list[str]:
                    f"{hi.ms_per_step:.2f} (×{hi.ms_per_step / lo.ms_per_step:.1f}).")
     front = s[s.pareto].sort_values("ms_per_step")
     out.append("- Pareto front (fastest first): " + ", ".join(
-        f"{LABELS.get(r.method, r.method).split(' (')[0]} rank {int(r['rank'])} ({r.ms_per_step:.1f} ms, "
+        f"{short_label(r.method)}{',' * (',' in short_label(r.method))} rank {int(r['rank'])} ({r.ms_per_step:.1f} ms, "
         f"{r.accuracy_last:.3f})" for _, r in front.iterrows()) + ".")
     return out
 

@@ -31,6 +31,9 @@ def test_every_method_builds_the_notebook_settings(method):
     # the _ref variants run the reference code's dynamics (q in the gain only); every other one the paper's
     assert post.hyper.get("dynamics_mode", "carry") == ("gain" if method.endswith("_ref") else "carry")
     assert bench_rank.style(method)["color"] == bench_rank.COLOURS[method.removesuffix("_ref")]
+    # the Pareto line's short name drops the parenthesised detail but keeps the variant
+    assert "(" not in bench_rank.short_label(method)
+    assert bench_rank.short_label(method).endswith("q in the gain only") == method.endswith("_ref")
     with pytest.raises(SystemExit, match="unknown method"):
         bench_rank.posterior("ekf", None, rank=3, seed=0)
 
