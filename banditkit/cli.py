@@ -12,6 +12,7 @@ Every experiment command writes into ``--out`` (created if needed)::
                          Ctrl-C stops after the current evaluation and saves it)
 
 ``<cmd> ... --resume`` keeps what had finished and continues the interrupted part exactly where it stopped.
+``run`` / ``compare --set KEY=VALUE`` (repeatable) set posterior hyper-parameters (saved with the run's options).
 
 ``--quiet`` silences progress bars.  Every command first caps BLAS at one thread
 (:func:`banditkit.threads.limit_blas_threads`; ``BANDITKIT_BLAS_THREADS=system`` leaves it).  Errors print one
@@ -22,6 +23,7 @@ line (``banditkit <cmd>: error: ...``) and exit with status 2
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import os
 import signal
@@ -105,16 +107,19 @@ def _report(df, out: str, cmd: str, quiet: bool, bo: bool = False) -> None:
         print(f"\nwrote {os.path.join(out, cmd + '.csv')}, {os.path.join(out, cmd + '_summary.md')}, {png}")
 
 
-def _check_resumable(run_file: str, run: dict, out: str, may_change: str = "") -> None:
+def _check_resumable(run_file: str, run: dict, out: str, may_change: str = "", absent: dict | None = None) -> None:
     """``--resume``: the run saved in ``out`` must have been made with the options ``run`` (a one-line error
-    naming each difference otherwise)."""
+    naming each difference otherwise).  ``absent``: the value an option had in a saved file that does not name it
+    (an option added later)."""
     import json
 
     if not os.path.exists(run_file):
         raise CLIError(f"nothing to resume in {out!r} (no {os.path.basename(run_file)}); run without --resume")
     with open(run_file) as fh:
         saved = json.load(fh)
-    diff = [f"--{k.replace('_', '-')} {saved.get(k)!r} (now {v!r})" for k, v in run.items() if saved.get(k) != v]
+    absent = absent or {}
+    saved = {k: saved.get(k, absent.get(k)) for k in run}
+    diff = [f"--{k.replace('_', '-')} {saved[k]!r} (now {v!r})" for k, v in run.items() if saved[k] != v]
     if diff:
         raise CLIError(f"--resume continues the run in {out!r}, made with other settings: {', '.join(diff)}; give "
                        f"the same options{may_change} or another --out")
@@ -162,6 +167,45 @@ def _write_rows(df, csv: str) -> None:
         os.remove(csv)
 
 
+def _setting(text: str) -> tuple[str, object]:
+    """``--set KEY=VALUE``: one posterior hyper-parameter; the value read as a Python literal (``20``, ``1e-2``,
+    ``True``, ``None``), else kept as text (``gain``)."""
+    key, sep, raw = text.partition("=")
+    key, raw = key.strip(), raw.strip()
+    if not sep or not key.isidentifier() or not raw:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, e.g. rank=20 or dynamics_mode=gain; got {text!r}")
+    try:
+        return key, ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        return key, raw
+
+
+def _settings_by_agent(agents: dict, sets: dict) -> dict[str, dict]:
+    """Each agent's share of ``--set``: the keys its posterior backend takes.  A key that no agent's backend takes
+    is an error naming what they do take (checked before anything runs)."""
+    import inspect
+
+    from banditkit.agents.bandit import backends
+    from banditkit.agents.factory import parse_spec
+
+    taken: dict[str, dict] = {}
+    names: dict[str, set] = {}
+    for label, spec in agents.items():
+        try:
+            post = parse_spec(spec)[0]
+        except ValueError as e:
+            raise CLIError(str(e)) from None
+        params = inspect.signature(backends()[post]).parameters
+        takes_all = any(p.kind == p.VAR_KEYWORD for p in params.values())
+        names[post] = {k for k, p in params.items() if p.kind == p.KEYWORD_ONLY}
+        taken[label] = {k: v for k, v in sets.items() if takes_all or k in params}
+    unused = [k for k in sets if not any(k in t for t in taken.values())]
+    if unused:
+        known = "; ".join(f"{post}: {', '.join(sorted(ks))}" for post, ks in names.items())
+        raise CLIError(f"--set {', '.join(unused)}: no agent here takes it (their hyper-parameters: {known})")
+    return taken
+
+
 def _bandit(cmd: str, agents: dict, args) -> int:
     import json
 
@@ -173,12 +217,14 @@ def _bandit(cmd: str, agents: dict, args) -> int:
     csv, run_file, state_dir = (os.path.join(out, n) for n in (f"{cmd}.csv", f"{cmd}_run.json", f"{cmd}_state"))
     timing_file = os.path.join(out, f"{cmd}_timing.json")
     env = _env_id(args.env)
-    run = dict(env=env, agents=agents, steps=args.steps, seeds=args.seeds)
+    sets = dict(getattr(args, "set", None) or [])
+    per_agent = _settings_by_agent(agents, sets)
+    run = dict(env=env, agents=agents, steps=args.steps, seeds=args.seeds, set=sets)
     old = pd.DataFrame()
     timing: dict = {}
     finished: set[str] = set()
     if args.resume:
-        _check_resumable(run_file, run, out)
+        _check_resumable(run_file, run, out, absent=dict(set={}))
         rows = _read_rows(csv)
         if not set(runner.COLUMNS) <= set(rows.columns):
             rows = pd.DataFrame(columns=runner.COLUMNS)
@@ -214,7 +260,15 @@ def _bandit(cmd: str, agents: dict, args) -> int:
             if env_obj is None:
                 env_obj = runner._make_env(env, {}, args.steps)
             ck = runner.agent_checkpoint(state_dir, label) if hasattr(env_obj.unwrapped, "functional") else None
-            df = runner.run(env_obj, spec, args.steps, args.seeds, name=label, progress=not args.quiet,
+            agent = spec
+            if per_agent[label]:
+                from banditkit.agents import make_agent
+
+                try:
+                    agent = make_agent(spec, env_obj, posterior_kwargs=per_agent[label])
+                except (TypeError, ValueError) as e:
+                    raise CLIError(f"--set for {label}: {e}") from None
+            df = runner.run(env_obj, agent, args.steps, args.seeds, name=label, progress=not args.quiet,
                             csv_path=csv, checkpoint=ck, save_every=args.save_every)
             frames.append(df)
             timing.update(json.loads(json.dumps(df.attrs.get("timing", {}), default=float)))
@@ -425,6 +479,12 @@ def _seconds(text: str) -> float:
     return v
 
 
+def _set_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--set", action="append", type=_setting, metavar="KEY=VALUE",
+                   help="a posterior hyper-parameter, repeatable: --set rank=20 --set dynamics_cov=0.01 --set "
+                   "dynamics_mode=gain (each agent whose backend takes the key gets it; see help(bk.posteriors.NAME))")
+
+
 def _common(p: argparse.ArgumentParser, steps: int, seeds: int, out: str) -> None:
     p.add_argument("--steps", type=_positive, default=steps, help=f"rounds per seed (default {steps})")
     p.add_argument("--seeds", type=_positive, default=seeds, help=f"number of seeds 0..n-1 (default {seeds})")
@@ -474,6 +534,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="posterior backend (hilofi, lofi, neural_linear, linear, ...), a full spec 'hilofi-ucb', or eps_greedy",
     )
     r.add_argument("--policy", default="thompson", help="thompson, ucb, greedy, epsilon_greedy (default thompson)")
+    _set_arg(r)
     _common(r, steps=2000, seeds=1, out="results")
     r.set_defaults(func=cmd_run)
 
@@ -485,6 +546,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--env", required=True, help="environment: mnist, mushroom, shuttle, adult, wheel, ...")
     c.add_argument("--agents", required=True, help="comma-separated: hilofi,lofi,neural_linear,eps_greedy")
     c.add_argument("--policy", default="thompson", help="policy for names without one (default thompson)")
+    _set_arg(c)
     _common(c, steps=2000, seeds=5, out="results")
     c.set_defaults(func=cmd_compare)
 

@@ -119,6 +119,40 @@ def test_run_and_compare_commands(tmp_path, capsys):
     assert "hilofi-greedy" in capsys.readouterr().out
 
 
+def test_set_passes_hyper_parameters_to_the_agents_that_take_them(tmp_path, monkeypatch, capsys):
+    """``--set KEY=VALUE`` reaches the posterior of every agent whose backend takes the key, is saved with the run
+    (a resume must repeat it), and bad keys or values are one-line errors before anything runs."""
+    import json
+
+    from banditkit.experiments import runner
+
+    built = {}
+    real_run = runner.run
+
+    def recording_run(env, agent, *a, name=None, **kw):
+        built[name] = agent
+        return real_run(env, agent, *a, name=name, **kw)
+
+    monkeypatch.setattr(runner, "run", recording_run)
+    out = str(tmp_path / "c")
+    argv = ["compare", "--env", "mushroom", "--agents", "hilofi,linear", "--steps", "20", "--seeds", "1",
+            "--set", "rank=3", "--set", "dynamics_cov=0.01", "--set", "dynamics_mode=gain", "--out", out, "--quiet"]
+    assert main(argv) == 0
+    hyper = built["hilofi-thompson"].posterior.hyper
+    assert (hyper["rank"], hyper["dynamics_cov_hidden"], hyper["dynamics_mode"]) == (3, 0.01, "gain")
+    lin = built["linear-thompson"].posterior.hyper  # linear takes dynamics_cov only
+    assert lin["dynamics_cov"] == 0.01 and "rank" not in lin and "dynamics_mode" not in lin
+    with open(os.path.join(out, "compare_run.json")) as fh:
+        assert json.load(fh)["set"] == {"rank": 3, "dynamics_cov": 0.01, "dynamics_mode": "gain"}
+    base = ["run", "--env", "mushroom", "--agent", "hilofi", "--steps", "5", "--quiet", "--out", str(tmp_path / "e")]
+    _one_line_error(capsys, [*base, "--set", "rank"], "expected KEY=VALUE")
+    _one_line_error(capsys, [*base, "--set", "frobnicate=1"], "no agent here takes it", "rank")
+    _one_line_error(capsys, [*base, "--set", "dynamics_mode=pending"], "--set for hilofi-thompson", "'carry'")
+    resume = ["compare", "--env", "mushroom", "--agents", "hilofi,linear", "--steps", "20", "--seeds", "1",
+              "--out", out, "--resume", "--quiet"]
+    _one_line_error(capsys, resume, "--set", "(now {})")
+
+
 def test_demo_command_tiny(tmp_path):
     """The demo pipeline end to end on one of its agents (compiling all five is too slow for CI)."""
     out = tmp_path / "demo"
