@@ -174,10 +174,16 @@ def _setting(text: str) -> tuple[str, object]:
     key, raw = key.strip(), raw.strip()
     if not sep or not key.isidentifier() or not raw:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, e.g. rank=20 or dynamics_mode=gain; got {text!r}")
+    import json
+
     try:
-        return key, ast.literal_eval(raw)
+        value = ast.literal_eval(raw)
     except (ValueError, SyntaxError):
         return key, raw
+    try:  # saved with the run's options: as JSON reads it back (a tuple becomes a list), or not at all
+        return key, json.loads(json.dumps(value))
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"--set {key}: {raw!r} is not a number, string, bool, None or list") from None
 
 
 def _settings_by_agent(agents: dict, sets: dict) -> dict[str, dict]:
@@ -220,6 +226,17 @@ def _bandit(cmd: str, agents: dict, args) -> int:
     sets = dict(getattr(args, "set", None) or [])
     per_agent = _settings_by_agent(agents, sets)
     run = dict(env=env, agents=agents, steps=args.steps, seeds=args.seeds, set=sets)
+    env_obj, built = None, {}
+    if any(per_agent.values()):  # built before the folder is touched: a bad value loses nothing
+        from banditkit.agents import make_agent
+
+        env_obj = runner._make_env(env, {}, args.steps)
+        for label, kw in per_agent.items():
+            if kw:
+                try:
+                    built[label] = make_agent(agents[label], env_obj, posterior_kwargs=kw)
+                except (TypeError, ValueError) as e:
+                    raise CLIError(f"--set for {label}: {e}") from None
     old = pd.DataFrame()
     timing: dict = {}
     finished: set[str] = set()
@@ -251,7 +268,6 @@ def _bandit(cmd: str, agents: dict, args) -> int:
         _start_run(run_file, run, csv, state_dir, timing_file)
     os.makedirs(state_dir, exist_ok=True)
     t0 = time.perf_counter()
-    env_obj = None
     frames = [old]
     try:
         for label, spec in agents.items():
@@ -260,16 +276,8 @@ def _bandit(cmd: str, agents: dict, args) -> int:
             if env_obj is None:
                 env_obj = runner._make_env(env, {}, args.steps)
             ck = runner.agent_checkpoint(state_dir, label) if hasattr(env_obj.unwrapped, "functional") else None
-            agent = spec
-            if per_agent[label]:
-                from banditkit.agents import make_agent
-
-                try:
-                    agent = make_agent(spec, env_obj, posterior_kwargs=per_agent[label])
-                except (TypeError, ValueError) as e:
-                    raise CLIError(f"--set for {label}: {e}") from None
-            df = runner.run(env_obj, agent, args.steps, args.seeds, name=label, progress=not args.quiet,
-                            csv_path=csv, checkpoint=ck, save_every=args.save_every)
+            df = runner.run(env_obj, built.get(label, spec), args.steps, args.seeds, name=label,
+                            progress=not args.quiet, csv_path=csv, checkpoint=ck, save_every=args.save_every)
             frames.append(df)
             timing.update(json.loads(json.dumps(df.attrs.get("timing", {}), default=float)))
             _write_json(timing_file, timing)
