@@ -299,7 +299,7 @@ def _bandit(cmd: str, agents: dict, args) -> int:
     if not args.quiet:
         print(
             f"{env}: {len(agents)} agent(s) x {args.seeds} seed(s) x {args.steps} steps in "
-            f"{time.perf_counter() - t0:.1f} s\n"
+            f"{time.perf_counter() - t0:.1f} s" + "".join(f"; --set {k}={v!r}" for k, v in sets.items()) + "\n"
         )
     _report(df, out, cmd, args.quiet)
     return 0
