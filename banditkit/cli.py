@@ -170,12 +170,12 @@ def _write_rows(df, csv: str) -> None:
 def _setting(text: str) -> tuple[str, object]:
     """``--set KEY=VALUE``: one posterior hyper-parameter; the value read as a Python literal (``20``, ``1e-2``,
     ``True``, ``None``), else kept as text (``gain``)."""
+    import json
+
     key, sep, raw = text.partition("=")
     key, raw = key.strip(), raw.strip()
     if not sep or not key.isidentifier() or not raw:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, e.g. rank=20 or dynamics_mode=gain; got {text!r}")
-    import json
-
     try:
         value = ast.literal_eval(raw)
     except (ValueError, SyntaxError):
