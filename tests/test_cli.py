@@ -146,6 +146,7 @@ def test_set_passes_hyper_parameters_to_the_agents_that_take_them(tmp_path, monk
         assert json.load(fh)["set"] == {"rank": 3, "dynamics_cov": 0.01, "dynamics_mode": "gain"}
     base = ["run", "--env", "mushroom", "--agent", "hilofi", "--steps", "5", "--quiet", "--out", str(tmp_path / "e")]
     _one_line_error(capsys, [*base, "--set", "rank"], "expected KEY=VALUE")
+    _one_line_error(capsys, [*base, "--set", "rank={1, 2}"], "is not a number, string")
     _one_line_error(capsys, [*base, "--set", "frobnicate=1"], "no agent here takes it", "rank")
     _one_line_error(capsys, [*base, "--set", "dynamics_mode=pending"], "--set for hilofi-thompson", "'carry'")
     resume = ["compare", "--env", "mushroom", "--agents", "hilofi,linear", "--steps", "20", "--seeds", "1",
