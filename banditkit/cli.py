@@ -12,7 +12,8 @@ Every experiment command writes into ``--out`` (created if needed)::
                          Ctrl-C stops after the current evaluation and saves it)
 
 ``<cmd> ... --resume`` keeps what had finished and continues the interrupted part exactly where it stopped.
-``run`` / ``compare --set KEY=VALUE`` (repeatable) set posterior hyper-parameters (saved with the run's options).
+``run`` / ``compare`` / ``bo`` ``--set KEY=VALUE`` (repeatable) set posterior (surrogate) hyper-parameters, saved with
+the run's options.
 
 ``--quiet`` silences progress bars.  Every command first caps BLAS at one thread
 (:func:`banditkit.threads.limit_blas_threads`; ``BANDITKIT_BLAS_THREADS=system`` leaves it).  Errors print one
@@ -390,11 +391,23 @@ def cmd_bo(args) -> int:
     features = tuple(int(w) for w in args.features.split(",") if w.strip())
     out = _out_dir(args.out)
     csv, run_file, state_dir = (os.path.join(out, n) for n in ("bo.csv", _BO_RUN, _BO_STATE))
+    sets = dict(args.set or [])
+    if args.rank is not None and "rank" in sets:
+        raise CLIError("give the surrogate's rank once: --rank or --set rank=..., not both")
+    kwargs = ({} if args.rank is None else {"rank": args.rank}) | sets
+    if sets:  # the surrogate built once before the folder is touched: a bad key or value loses nothing
+        from banditkit.bo import BayesOpt
+
+        try:
+            BayesOpt([(0.0, 1.0)] * fn.dim, surrogate=args.surrogate, acquisition=args.acquisition,
+                     surrogate_kwargs=kwargs, features=features, n_candidates=args.candidates)
+        except (TypeError, ValueError) as e:
+            raise CLIError(f"--set: {str(e).strip().splitlines()[0]}") from None
     run = dict(function=fn.name, dim=fn.dim, surrogate=args.surrogate, acquisition=args.acquisition,
                evals=args.evals, features=list(features), rank=args.rank, candidates=args.candidates,
-               maximizer=args.maximizer, trust_region=args.trust_region)
+               maximizer=args.maximizer, trust_region=args.trust_region, set=sets)
     if args.resume:
-        _check_resumable(run_file, run, out, may_change=" (only --seeds may change)")
+        _check_resumable(run_file, run, out, may_change=" (only --seeds may change)", absent=dict(set={}))
         done = _bo_finished(csv, args.seeds, args.evals)
     else:
         _start_run(run_file, run, csv, state_dir)
@@ -402,7 +415,6 @@ def cmd_bo(args) -> int:
     os.makedirs(state_dir, exist_ok=True)
     name = f"{args.surrogate}-{args.acquisition}" + {None: "", True: "-tr", False: "-global"}[args.trust_region]
     minimum = fn.minimum
-    kwargs = {} if args.rank is None else {"rank": args.rank}
     from tqdm.auto import tqdm
 
     bar = tqdm(total=args.evals * args.seeds, desc=f"bo {fn.name}", disable=args.quiet,
@@ -490,7 +502,8 @@ def _seconds(text: str) -> float:
 def _set_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", action="append", type=_setting, metavar="KEY=VALUE",
                    help="a posterior hyper-parameter, repeatable: --set rank=20 --set dynamics_cov=0.01 --set "
-                   "dynamics_mode=gain (each agent whose backend takes the key gets it; see help(bk.posteriors.NAME))")
+                   "dynamics_mode=gain (run / compare: each agent whose backend takes the key; bo: the surrogate; "
+                   "see help(bk.posteriors.NAME))")
 
 
 def _common(p: argparse.ArgumentParser, steps: int, seeds: int, out: str) -> None:
@@ -573,6 +586,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--features", default="180,180,180", help="hidden widths of the surrogate MLP (default 180,180,180)")
     b.add_argument("--rank", type=_positive, default=None, help="rank of low-rank surrogates (default 50)")
     b.add_argument("--candidates", type=_positive, default=1024, help="Sobol candidates per ask (default 1024)")
+    _set_arg(b)
     b.add_argument("--maximizer", default=None, choices=["ascent", "lbfgs"],
                    help="refinement of the best candidates: short projected gradient ascent or L-BFGS-B on the log "
                    "acquisition (default: ascent for thompson with a network, lbfgs otherwise)")

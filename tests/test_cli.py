@@ -103,6 +103,31 @@ def test_bo_command(tmp_path, capsys):
     assert set(pd.read_csv(out3 / "bo.csv").agent) == {"gp-ei-tr"}
 
 
+def test_bo_set_reaches_the_surrogate(tmp_path, monkeypatch, capsys):
+    import json
+
+    import banditkit.bo as bo
+
+    seen = []
+    real = bo.optimize
+
+    def recording(*a, **kw):
+        seen.append(kw["surrogate_kwargs"])
+        return real(*a, **kw)
+
+    monkeypatch.setattr(bo, "optimize", recording)
+    out = tmp_path / "bo"
+    argv = ["bo", "--evals", "5", "--seeds", "1", "--features", "8", "--candidates", "16", "--out", str(out), "--quiet"]
+    assert main([*argv, "--set", "rank=2", "--set", "dynamics_mode=gain", "--set", "dynamics_cov=1e-3"]) == 0
+    assert seen == [{"rank": 2, "dynamics_mode": "gain", "dynamics_cov": 1e-3}]
+    assert json.loads((out / "bo_run.json").read_text())["set"] == seen[0]
+    assert len(pd.read_csv(out / "bo.csv")) == 5
+    _one_line_error(capsys, [*argv, "--set", "frobnicate=1"], "--set", "frobnicate")
+    _one_line_error(capsys, [*argv, "--rank", "3", "--set", "rank=2"], "not both")
+    assert len(pd.read_csv(out / "bo.csv")) == 5  # the bad runs touched nothing
+    _one_line_error(capsys, [*argv, "--resume"], "--set", "(now {})")
+
+
 def test_run_and_compare_commands(tmp_path, capsys):
     out = str(tmp_path / "r")
     assert main(["run", "--env", "mushroom", "--agent", "hilofi", "--steps", "40", "--out", out, "--quiet"]) == 0
