@@ -211,6 +211,12 @@ def short_label(method: str) -> str:
     return re.sub(r" \(.*?\)", "", LABELS.get(method, method))
 
 
+def point_label(method: str, rank: int) -> str:
+    """``"LRKF rank 1"``; a variant's label holds a comma, so ``"LoLoFi, q in the gain only, rank 1"``."""
+    name = short_label(method)
+    return f"{name}{',' if ',' in name else ''} rank {rank}"
+
+
 def fmt(m: float, e: float, digits: int = 3) -> str:
     return f"{m:.{digits}f} ± {e:.{digits}f}" if np.isfinite(e) else f"{m:.{digits}f}"
 
@@ -231,8 +237,8 @@ def facts(s: pd.DataFrame) -> list[str]:
                    f"{hi.ms_per_step:.2f} (×{hi.ms_per_step / lo.ms_per_step:.1f}).")
     front = s[s.pareto].sort_values("ms_per_step")
     out.append("- Pareto front (fastest first): " + ", ".join(
-        f"{short_label(r.method)}{',' * (',' in short_label(r.method))} rank {int(r['rank'])} ({r.ms_per_step:.1f} ms, "
-        f"{r.accuracy_last:.3f})" for _, r in front.iterrows()) + ".")
+        f"{point_label(r.method, int(r['rank']))} ({r.ms_per_step:.1f} ms, {r.accuracy_last:.3f})"
+        for _, r in front.iterrows()) + ".")
     return out
 
 
