@@ -1104,6 +1104,12 @@ def seed003_agents(*, rank: int = 50, rank_last: int = 100, q: float = 1e-6, cov
                 "r1e-4_cov1e-2": _agent(ts, dict(post, init_cov=1e-2), obs_noise=1e-4, **m),
                 "r1e-4_cov1e-3": _agent(ts, dict(post, init_cov=1e-3), obs_noise=1e-4, **m),
             }
+        if spec in ("hilofi", "lolofi", "lrkf"):
+            # the authors' configuration with their code's dynamics too (``dynamics_mode="gain"``: q enters each
+            # round's predictive, draw and gain but is not carried in the factor; ``seed-003-hilofi.md`` §3.3)
+            gain_post = dict(post, dynamics_mode="gain", **(dict(init_cov_last=cov**2) if spec == "hilofi" else {}))
+            variants["auth_gain"] = coordinate_init(_agent(ts, gain_post, **auth_lik),
+                                                    loading=None if spec == "lrkf" else cov)
         for tag, f in variants.items():
             f.opt_in = True
             out[f"{base}_{tag}"] = f
