@@ -304,3 +304,29 @@ def test_machine_line_says_when_the_process_is_pinned_to_fewer_cores(monkeypatch
     monkeypatch.setattr(common.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     assert common.cores_note() == ""
     assert "2 cores shared with other users;" in common.machine(load=False)
+
+
+def test_diag_dynamics_pairs_each_q_setting_with_make_agents_default(tmp_path):
+    import gymnasium as gym
+    import pandas as pd
+
+    from benchmarks import diag_dynamics
+
+    env = gym.make("banditkit/Mushroom-v0", max_steps=10)
+    default = diag_dynamics.agent_factory("lrkf", "q0")(env).posterior.hyper
+    gain = diag_dynamics.agent_factory("lrkf", "q1e-4_gain")(env).posterior.hyper
+    assert default["dynamics_cov"] == 0.0 and default["dynamics_mode"] == "carry"
+    assert gain["dynamics_cov"] == 1e-4 and gain["dynamics_mode"] == "gain"
+    assert {k: v for k, v in gain.items() if not k.startswith("dynamics")} == \
+        {k: v for k, v in default.items() if not k.startswith("dynamics")}  # only q and the mode differ
+    argv = ["--envs", "mushroom", "--filters", "lrkf", "--variants", "q0,q1e-2", "--steps", "8", "--seeds", "2",
+            "--chunk", "4", "--out", str(tmp_path)]
+    diag_dynamics.main(argv)
+    df = pd.read_csv(tmp_path / "diag_dynamics.csv")
+    assert len(df) == 4 and set(df.variant) == {"q0", "q1e-2"} and set(df.seed) == {0, 1}
+    diag_dynamics.main(argv)  # rows already there are not run again
+    assert len(pd.read_csv(tmp_path / "diag_dynamics.csv")) == 4
+    table = (tmp_path / "diag_dynamics.md").read_text()
+    assert "| mushroom | lrkf | 8 × 2 |" in table and table.count("**") >= 2  # the best setting is bold
+    with pytest.raises(SystemExit, match="--variants: unknown"):
+        diag_dynamics.main(["--variants", "q5", "--out", str(tmp_path)])
