@@ -40,12 +40,22 @@ ENVS = {"shuttle": "banditkit/Shuttle-v0", "adult": "banditkit/Adult-v0", "mushr
         "movielens": "banditkit/MovieLens-v0", "mnist": "banditkit/MNIST-v0"}
 FILTERS = ("hilofi", "lolofi", "lrkf")
 # name -> posterior_kwargs on top of make_agent's defaults ("q0" is make_agent's agent itself: no keyword passed)
+# ``qh…``: q on the hidden block only (``dynamics_cov_hidden``; HiLoFi's dense last layer, or LoLoFi's factor, at 0)
+MODES = (("", "carry"), ("_gain", "gain"))
 VARIANTS: dict[str, dict] = {
     "q0": {},
-    **{f"q{q}{suffix}": dict(dynamics_cov=float(q), dynamics_mode=mode)
-       for q in ("1e-6", "1e-4", "1e-2") for suffix, mode in (("", "carry"), ("_gain", "gain"))},
+    **{f"q{q}{suffix}": dict(dynamics_cov=float(q), dynamics_mode=mode) for q in ("1e-6", "1e-4", "1e-2")
+       for suffix, mode in MODES},
+    **{f"qh{q}{suffix}": dict(dynamics_cov_hidden=float(q), dynamics_mode=mode) for q in ("1e-4", "1e-2")
+       for suffix, mode in MODES},
 }
+DEFAULT_VARIANTS = [v for v in VARIANTS if not v.startswith("qh")]
 KEY_COLS = ["env", "filter", "variant", "seed", "steps"]
+
+
+def applies(filt: str, variant: str) -> bool:
+    """``qh…`` settings need a hidden block apart from the last layer (HiLoFi, LoLoFi), not LRKF's one factor."""
+    return not (variant.startswith("qh") and filt == "lrkf")
 
 
 def agent_factory(filt: str, variant: str):
@@ -63,6 +73,8 @@ def run(args, csv: str) -> pd.DataFrame:
         for filt in args.filters:
             for variant in args.variants:
                 todo = [s for s in seeds if (env_name, filt, variant, s, args.steps) not in done]
+                if not applies(filt, variant):
+                    continue
                 if not todo:
                     continue
                 name = f"{filt}_{variant}"
@@ -74,7 +86,9 @@ def run(args, csv: str) -> pd.DataFrame:
                 ps = common.per_seed(res)
                 new = pd.DataFrame(dict(
                     env=env_name, filter=filt, variant=variant, seed=ps["seed"].astype(int), steps=args.steps,
-                    q=VARIANTS[variant].get("dynamics_cov", 0.0), mode=VARIANTS[variant].get("dynamics_mode", "carry"),
+                    q=VARIANTS[variant].get("dynamics_cov", 0.0), q_hidden=VARIANTS[variant].get(
+                        "dynamics_cov_hidden", VARIANTS[variant].get("dynamics_cov", 0.0)),
+                    mode=VARIANTS[variant].get("dynamics_mode", "carry"),
                     mean_reward=ps["mean_reward"], late_reward=ps["late_reward"], final_regret=ps["final_regret"],
                     nonfinite=ps["nonfinite_by"].notna(), compile_s=ps["compile_s"], run_s=ps["run_s"],
                     ms_per_step=1e3 * ps["per_step_s"], command=common.command_line(),
@@ -119,14 +133,14 @@ def render(rows: pd.DataFrame, out: str, tag: str) -> None:
                 continue
             c = fmt(piv[v].mean(), common.se(piv[v].dropna())) + (" †" if bad.get(v, False) else "")
             cells.append(f"**{c}**" if v == best else c)
+        order = sorted(valid, key=valid.get, reverse=True)
         if best is not None and "q0" in piv:
             d = (piv[best] - piv["q0"]).dropna()
             diff = f"{best}: {d.mean():+.3f} ± {common.se(d):.3f} ({len(d)} seeds)"
-            for v in variants:
-                if v != "q0" and v in piv and not bad.get(v, False):
-                    dv = (piv[v] - piv["q0"]).dropna()
-                    gains.append(dict(env=env, filter=filt, variant=v, gain=dv.mean(), wins=int((dv > 0).sum()),
-                                      seeds=len(dv)))
+            for v in order:
+                dv = (piv[v] - piv["q0"]).dropna()
+                gains.append(dict(env=env, filter=filt, variant=v, rank=order.index(v) + 1,
+                                  wins=int((dv > 0).sum()), seeds=len(dv)))
         else:
             diff = ""
         n = f"{int(g.steps.iloc[0])} × {piv.shape[0]}"
@@ -134,15 +148,17 @@ def render(rows: pd.DataFrame, out: str, tag: str) -> None:
                      f"{ms.get('q0', np.nan):.2f} / {ms.get(best, np.nan):.2f} |")
     if gains:
         gd = pd.DataFrame(gains)
-        lines += ["", "**Per setting, over the environments run:** the mean paired gain over `q0` in reward per round "
-                  "and the seeds where the setting beat `q0`.", "",
-                  "| filter | " + " | ".join(f"`{v}`" for v in variants if v != "q0") + " |",
-                  "|---|" + "---|" * (len(variants) - 1)]
+        lines += ["", "**Per setting, over the environments run:** its rank among the settings run in each "
+                  "environment (1 = the best mean reward; averaged over the environments, so the rewards' scales do "
+                  "not mix) and the seeds where it beat `q0`, paired.", "",
+                  "| filter | " + " | ".join(f"`{v}`" for v in variants) + " |", "|---|" + "---|" * len(variants)]
         for filt, g in gd.groupby("filter", sort=False):
+            rk = g.pivot_table(index="env", columns="variant", values="rank").mean()
             cells = []
-            for v in variants[1:]:
-                h = g[g.variant == v]
-                cells.append(f"{h.gain.mean():+.3f} ({h.wins.sum()}/{h.seeds.sum()})" if len(h) else "")
+            for v in variants:
+                h = g[(g.variant == v) & (g.variant != "q0")]
+                wins = f", {h.wins.sum()}/{h.seeds.sum()} seeds > q0" if len(h) else ""
+                cells.append(f"{rk[v]:.1f}{wins}" if v in rk else "")
             lines.append(f"| {filt} | " + " | ".join(cells) + " |")
     lines += [""] + common.hand_notes(os.path.join(out, f"{tag}.md"))
     with open(os.path.join(out, f"{tag}.md"), "w") as fh:
@@ -162,7 +178,8 @@ def main(argv=None) -> None:
     p.add_argument("--envs", default="shuttle,adult,mushroom,movielens",
                    help=f"comma list from {', '.join(ENVS)} (mnist: LeNet5, images drawn with replacement)")
     p.add_argument("--filters", default=",".join(FILTERS), help=f"comma list from {', '.join(FILTERS)}")
-    p.add_argument("--variants", default=",".join(VARIANTS), help=f"comma list from {', '.join(VARIANTS)}")
+    p.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
+                   help=f"comma list from {', '.join(VARIANTS)} (default: all but the qh ones)")
     p.add_argument("--steps", type=int, default=5000)
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--chunk", type=int, default=None, help="rounds per compiled chunk (default steps // 40)")
