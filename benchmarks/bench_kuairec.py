@@ -47,8 +47,9 @@ def agents() -> dict:
     a = common._agent
     return {
         "hilofi_ts": a("hilofi-thompson", dict(rank=20, init_cov_hidden=1.0, init_cov_last=1.0), obs_noise=1e-4),
-        "lolofi_ts": a("lolofi-thompson", dict(rank=20, rank_last=20, init_cov_hidden=1.0, init_cov_last=1.0),
-                       obs_noise=1e-4),
+        # q = 0 pinned: the committed rows ran with it (make_agent's LoLoFi default before 2026-11-28; now 1e-4)
+        "lolofi_ts": a("lolofi-thompson", dict(rank=20, rank_last=20, init_cov_hidden=1.0, init_cov_last=1.0,
+                                               dynamics_cov=0.0), obs_noise=1e-4),
         "lrkf_ts": a("lrkf-thompson", dict(rank=20, init_cov=1.0, dynamics_cov=1e-6), obs_noise=1e-2),
         "lofi_ts": a("lofi-thompson", dict(rank=50, init_cov=0.1, dynamics_cov=1e-6), obs_noise=0.1),
     }

@@ -1,11 +1,12 @@
-"""Does make_agent's ``q = 0`` hold HiLoFi, LoLoFi and LRKF back on the bandits? (issues 5, items 1, 3, 4; diagnostic.)
+"""Did make_agent's ``q = 0`` hold HiLoFi, LoLoFi and LRKF back on the bandits? (issue 5, items 1, 3, 4; diagnostic.)
 
-make_agent builds ``hilofi``, ``lolofi`` and ``lrkf`` with no dynamics noise (``DEFAULT_HYPER``: rank 10, ``q = 0``).
-With ``q = 0`` a low-rank factor's row space never grows: every update's gain and every mean step lie in the span of
-the initial (random, orthonormal) rows, so the network's weights move only inside a fixed random rank-``d`` subspace
-(for HiLoFi the hidden layers; its dense last layer learns freely).  ``q > 0`` puts ``q·Hᵀ`` (the reward's gradient)
-into every gain, so the mean follows the gradient and the factor takes in new directions.  This script plays
-make_agent's agents (Thompson sampling, everything at make_agent's defaults) with each ``--variants`` setting of
+Until 2026-11-28 make_agent built ``hilofi``, ``lolofi`` and ``lrkf`` with no dynamics noise (``DEFAULT_HYPER``: rank
+10, ``q = 0``); this sweep is why ``lolofi`` and ``lrkf`` now default to ``q = 1e-4`` (HiLoFi stays at 0).  With
+``q = 0`` a low-rank factor's row space never grows: every update's gain and every mean step lie in the span of the
+initial (random, orthonormal) rows, so the network's weights move only inside a fixed random rank-``d`` subspace (for
+HiLoFi the hidden layers; its dense last layer learns freely).  ``q > 0`` puts ``q·Hᵀ`` (the reward's gradient) into
+every gain, so the mean follows the gradient and the factor takes in new directions.  This script plays make_agent's
+agents (Thompson sampling, every other hyper-parameter at make_agent's defaults) with each ``--variants`` setting of
 ``dynamics_cov`` = ``q`` and ``dynamics_mode`` (``carry``: the paper's Algorithm 1, q stays in the carried
 covariance; ``gain``: the authors' code, q enters each round's predictive, draw and gain only) on the benchmark
 streams, paired by seed (the compiled runner, the same streams as the benchmark tables), and reports per filter and
@@ -39,11 +40,12 @@ from benchmarks import common  # noqa: E402
 ENVS = {"shuttle": "banditkit/Shuttle-v0", "adult": "banditkit/Adult-v0", "mushroom": "banditkit/Mushroom-v0",
         "movielens": "banditkit/MovieLens-v0", "mnist": "banditkit/MNIST-v0"}
 FILTERS = ("hilofi", "lolofi", "lrkf")
-# name -> posterior_kwargs on top of make_agent's defaults ("q0" is make_agent's agent itself: no keyword passed)
+# name -> posterior_kwargs on top of make_agent's defaults ("q0": no dynamics noise, make_agent's agent until
+# 2026-11-28 and still HiLoFi's default)
 # ``qh…``: q on the hidden block only (``dynamics_cov_hidden``; HiLoFi's dense last layer, or LoLoFi's factor, at 0)
 MODES = (("", "carry"), ("_gain", "gain"))
 VARIANTS: dict[str, dict] = {
-    "q0": {},
+    "q0": dict(dynamics_cov=0.0),
     **{f"q{q}{suffix}": dict(dynamics_cov=float(q), dynamics_mode=mode) for q in ("1e-6", "1e-4", "1e-2")
        for suffix, mode in MODES},
     **{f"qh{q}{suffix}": dict(dynamics_cov_hidden=float(q), dynamics_mode=mode) for q in ("1e-4", "1e-2")
@@ -59,8 +61,7 @@ def applies(filt: str, variant: str) -> bool:
 
 
 def agent_factory(filt: str, variant: str):
-    post = VARIANTS[variant]
-    return lambda env: make_agent(f"{filt}-thompson", env, **(dict(posterior_kwargs=dict(post)) if post else {}))
+    return lambda env: make_agent(f"{filt}-thompson", env, posterior_kwargs=dict(VARIANTS[variant]))
 
 
 def run(args, csv: str) -> pd.DataFrame:
@@ -105,7 +106,7 @@ def fmt(m: float, e: float) -> str:
 
 def render(rows: pd.DataFrame, out: str, tag: str) -> None:
     variants = [v for v in VARIANTS if v in set(rows.variant)]
-    lines = ["# Does make_agent's q = 0 hold HiLoFi, LoLoFi and LRKF back on the bandits?", "",
+    lines = ["# Did make_agent's q = 0 hold HiLoFi, LoLoFi and LRKF back on the bandits?", "",
              __doc__.split("\n\n")[1].replace("\n", " "), "",
              "**Commands (in order):**", ""]
     lines += [f"- `{c}`" for c in dict.fromkeys(rows.command)]
@@ -113,13 +114,15 @@ def render(rows: pd.DataFrame, out: str, tag: str) -> None:
     for m, g in rows.groupby("machine", sort=False):
         lines.append(f"- {m}; load {g['load'].min():.1f}–{g['load'].max():.1f} over {len(g)} seed rows")
     lines += ["", "Mean reward per round, mean ± standard error over seeds (best of the row in bold); the gains over "
-              "`q0` (make_agent's agent) are paired by seed.  `ms` = ms per round, all seeds vmapped.  A value "
-              "marked † had a seed whose agent state went non-finite (not a valid result).", ""]
+              "`q0` (no dynamics noise: make_agent's agent until 2026-11-28) are paired by seed.  `ms` = ms per "
+              "round, all seeds vmapped.  A value marked † had a seed whose agent state went non-finite (not a "
+              "valid result).", ""]
     head = "| env | filter | rounds × seeds | " + " | ".join(f"`{v}`" for v in variants) + " | best − q0 (paired) | " \
         "ms (q0 / best) |"
     lines += [head, "|" + "---|" * (len(variants) + 5)]
     gains = []
-    for (env, filt), g in rows.groupby(["env", "filter"], sort=False):
+    rows = rows.assign(_e=rows.env.map(list(ENVS).index), _f=rows["filter"].map(list(FILTERS).index))
+    for (env, filt), g in rows.sort_values(["_e", "_f"], kind="stable").groupby(["env", "filter"], sort=False):
         piv = g.pivot_table(index="seed", columns="variant", values="mean_reward")
         ms = g.groupby("variant")["ms_per_step"].mean()
         bad = g.groupby("variant")["nonfinite"].any()
@@ -152,7 +155,7 @@ def render(rows: pd.DataFrame, out: str, tag: str) -> None:
                   "environment (1 = the best mean reward; averaged over the environments, so the rewards' scales do "
                   "not mix) and the seeds where it beat `q0`, paired.", "",
                   "| filter | " + " | ".join(f"`{v}`" for v in variants) + " |", "|---|" + "---|" * len(variants)]
-        for filt, g in gd.groupby("filter", sort=False):
+        for filt, g in gd.groupby("filter", sort=False):  # FILTERS order: the rows above are sorted
             rk = g.pivot_table(index="env", columns="variant", values="rank").mean()
             cells = []
             for v in variants:

@@ -246,3 +246,35 @@ def test_subspace_warmup_with_full_targets_fits_every_arm():
     assert not np.allclose(np.asarray(bandit.posterior.offset), np.asarray(offset), atol=1e-4)
     with pytest.raises(ValueError, match=r"shape \(4, 2\)"):
         agent.warmup(key, state, targets[:, :1])
+
+
+def _outside_rows(delta, rows):
+    """Relative size of the part of ``delta (P,)`` outside the row space of ``rows (d, P)``."""
+    delta, rows = np.asarray(delta, np.float64), np.asarray(rows, np.float64)
+    inside = rows.T @ np.linalg.lstsq(rows.T, delta, rcond=None)[0]
+    return np.linalg.norm(delta - inside) / np.linalg.norm(delta)
+
+
+@pytest.mark.parametrize("name", ["lrkf", "lolofi"])
+def test_default_low_rank_agents_learn_outside_their_initial_factor(name):
+    """With q = 0 a low-rank factor's row space never grows, so the weights move only inside the initial random
+    subspace (benchmarks/results/diag_dynamics.md); make_agent's LRKF and LoLoFi default to q = 1e-4 so they don't."""
+    blocks = [("mean", "cov")] if name == "lrkf" else [("mean_hidden", "cov_hidden"), ("mean_last", "cov_last")]
+    for post, moves_out in ((None, True), (dict(dynamics_cov=0.0), False)):
+        agent = make_agent(f"{name}-thompson", _env("mlp"), posterior_kwargs=post)
+        hyper = agent.posterior.hyper
+        q = [hyper["dynamics_cov"]] if name == "lrkf" else [hyper["dynamics_cov_hidden"], hyper["dynamics_cov_last"]]
+        assert q == [1e-4 if post is None else 0.0] * len(q)
+        s0 = agent.init(jax.random.PRNGKey(0), XS[0])
+        s = s0
+        for _ in range(5):  # 40 rounds: the part outside grows with the rounds observed
+            for x, a, r in zip(XS, ACTIONS, REWARDS, strict=True):
+                s = agent.observe(s, x, a, r)
+        for mean, cov in blocks:
+            delta = getattr(s.posterior, mean) - getattr(s0.posterior, mean)
+            outside = _outside_rows(delta, getattr(s0.posterior, cov))
+            assert np.linalg.norm(delta) > 0
+            if moves_out:
+                assert outside > 1e-3, (name, mean, outside)
+            else:
+                assert outside < 1e-4, (name, mean, outside)  # float32 rounding only
