@@ -253,11 +253,7 @@ def render(rows: pd.DataFrame, out: str, tag: str) -> None:
              "notebook's q with the authors' code's dynamics (`dynamics_mode=\"gain\"`: q enters each step's gain, "
              "not the carried covariance); every "
              "(method, rank, seed) alone, one stream per run.  Mean ± standard error over seeds.", "",
-             "**Commands (in order):**", ""]
-    lines += [f"- `{c}`" for c in dict.fromkeys(rows.command)]
-    lines += ["", "**Machines (load average after each run, min–max):**", ""]
-    for m, g in rows.groupby("machine", sort=False):
-        lines.append(f"- {m}; load {g['load'].min():.1f}–{g['load'].max():.1f} over {len(g)} runs")
+             *common.csv_provenance(rows)]
     lines += ["", "| method | rank | seeds | accuracy (all steps) | accuracy (last) | NLPD (last) | ms / step | "
               "compile s | Pareto |", "|---|---|---|---|---|---|---|---|---|"]
     for _, r in s.iterrows():
@@ -286,18 +282,10 @@ def main(argv=None) -> None:
     p.add_argument("--steps", type=int, default=15000, help="images per seed (the paper: 60,000)")
     p.add_argument("--last", type=int, default=5000, help="accuracy window at the end (the paper: 10,000)")
     p.add_argument("--seeds", type=int, default=3)
-    p.add_argument("--out", default="benchmarks/results")
-    p.add_argument("--tag", default="rank_study")
-    p.add_argument("--render", action="store_true", help="run nothing: rewrite TAG.md / TAG.png from TAG.csv")
-    common.add_blas_threads(p)
+    common.add_csv_study_options(p, "rank_study", writes="TAG.md / TAG.png")
     args = p.parse_args(argv)
-    common.apply_blas_threads(args.blas_threads)
-    csv = os.path.join(args.out, f"{args.tag}.csv")
-    if args.render:
-        if not os.path.exists(csv):
-            raise SystemExit(f"--render: {csv} does not exist; run the study first (see the module docstring)")
-        render(pd.read_csv(csv), args.out, args.tag)
-        print(f"wrote {args.out}/{args.tag}.md and .png")
+    csv = common.start_csv_study(args, render)
+    if csv is None:
         return
     if not 1 <= args.last <= args.steps:
         raise SystemExit(f"--last must be between 1 and --steps ({args.steps}), got {args.last}")
@@ -322,11 +310,7 @@ def main(argv=None) -> None:
                 row = run_one(method, rank, seed, x, y, args.steps, args.last)
                 print(f"{method:7s} rank {rank:3d} seed {seed}: accuracy last {row['accuracy_last']:.3f} "
                       f"{row['ms_per_step']:.2f} ms/step ({time.perf_counter() - tic:.0f} s)", flush=True)
-                # re-read before appending: another process may write the same CSV
-                old = pd.read_csv(csv) if os.path.exists(csv) else None
-                rows = pd.concat([old, pd.DataFrame([row])], ignore_index=True) if old is not None \
-                    else pd.DataFrame([row])
-                rows.to_csv(csv, index=False)
+                rows = common.append_rows(csv, pd.DataFrame([row]))
     render(rows, args.out, args.tag)
     print(f"wrote {csv}, {args.tag}.md and .png")
 

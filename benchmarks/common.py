@@ -498,6 +498,48 @@ def play_thompson(agent, fbs: Sequence, steps: int, seeds: Sequence[int]):
     return states, np.asarray(acts), np.asarray(rs), time.perf_counter() - tic
 
 
+def add_csv_study_options(p: argparse.ArgumentParser, tag: str, writes: str = "TAG.md") -> None:
+    """``--out``, ``--tag`` (default ``tag``), ``--render`` and ``--blas-threads`` for a study whose processes append
+    their rows to ``OUT/TAG.csv`` (one per core) and whose table (``writes``) is rendered from that CSV."""
+    p.add_argument("--out", default="benchmarks/results")
+    p.add_argument("--tag", default=tag)
+    p.add_argument("--render", action="store_true", help=f"run nothing: rewrite {writes} from TAG.csv")
+    add_blas_threads(p)
+
+
+def start_csv_study(args: argparse.Namespace, render: Callable[[pd.DataFrame, str, str], None]) -> str | None:
+    """Apply ``--blas-threads`` and return ``OUT/TAG.csv``; with ``--render``, call ``render(rows, out, tag)`` on that
+    CSV instead and return ``None`` (an error naming the file when there is none yet)."""
+    apply_blas_threads(args.blas_threads)
+    csv = os.path.join(args.out, f"{args.tag}.csv")
+    if not args.render:
+        return csv
+    if not os.path.exists(csv):
+        raise SystemExit(f"--render: {csv} does not exist; run the study first (see the script's docstring)")
+    render(pd.read_csv(csv), args.out, args.tag)
+    print(f"rewrote the table of {csv}")
+    return None
+
+
+def csv_provenance(rows: pd.DataFrame, unit: str = "runs") -> list[str]:
+    """Markdown lines naming a CSV study's commands (in order) and machines (the load average after its rows, min–max,
+    and how many ``unit`` each made), from the rows' ``command``, ``machine`` and ``load`` columns."""
+    lines = ["**Commands (in order):**", ""] + [f"- `{c}`" for c in dict.fromkeys(rows.command)]
+    lines += ["", "**Machines (load average after each run, min–max):**", ""]
+    for m, g in rows.groupby("machine", sort=False):
+        lines.append(f"- {m}; load {g['load'].min():.1f}–{g['load'].max():.1f} over {len(g)} {unit}")
+    return lines
+
+
+def append_rows(csv: str, new: pd.DataFrame) -> pd.DataFrame:
+    """Append ``new`` to ``csv`` (made if missing) and return all its rows; the file is read again just before, since
+    another process of the same study may have appended in the meantime."""
+    old = pd.read_csv(csv) if os.path.exists(csv) else None
+    rows = pd.concat([old, new], ignore_index=True) if old is not None else new
+    rows.to_csv(csv, index=False)
+    return rows
+
+
 def save_table(df: pd.DataFrame, lines: Sequence[str], out: str, tag: str) -> None:
     """Write a diagnostic's rows to ``out/TAG.csv`` and its Markdown ``lines`` to ``out/TAG.md`` (``out`` made if
     missing)."""

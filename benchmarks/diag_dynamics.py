@@ -94,9 +94,7 @@ def run(args, csv: str) -> pd.DataFrame:
                     nonfinite=ps["nonfinite_by"].notna(), compile_s=ps["compile_s"], run_s=ps["run_s"],
                     ms_per_step=1e3 * ps["per_step_s"], command=common.command_line(),
                     machine=common.machine(load=False), load=common.load_average()))
-                old = pd.read_csv(csv) if os.path.exists(csv) else None  # another process may append too
-                rows = pd.concat([old, new], ignore_index=True) if old is not None else new
-                rows.to_csv(csv, index=False)
+                rows = common.append_rows(csv, new)
     return rows
 
 
@@ -107,12 +105,7 @@ def fmt(m: float, e: float) -> str:
 def render(rows: pd.DataFrame, out: str, tag: str) -> None:
     variants = [v for v in VARIANTS if v in set(rows.variant)]
     lines = ["# Did make_agent's q = 0 hold HiLoFi, LoLoFi and LRKF back on the bandits?", "",
-             __doc__.split("\n\n")[1].replace("\n", " "), "",
-             "**Commands (in order):**", ""]
-    lines += [f"- `{c}`" for c in dict.fromkeys(rows.command)]
-    lines += ["", "**Machines (load average after each run, min–max):**", ""]
-    for m, g in rows.groupby("machine", sort=False):
-        lines.append(f"- {m}; load {g['load'].min():.1f}–{g['load'].max():.1f} over {len(g)} seed rows")
+             __doc__.split("\n\n")[1].replace("\n", " "), "", *common.csv_provenance(rows, "seed rows")]
     lines += ["", "Mean reward per round, mean ± standard error over seeds (best of the row in bold); the gains over "
               "`q0` (no dynamics noise: make_agent's agent until 2026-11-28) are paired by seed.  `ms` = ms per "
               "round, all seeds vmapped.  A value marked † had a seed whose agent state went non-finite (not a "
@@ -186,18 +179,10 @@ def main(argv=None) -> None:
     p.add_argument("--steps", type=int, default=5000)
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--chunk", type=int, default=None, help="rounds per compiled chunk (default steps // 40)")
-    p.add_argument("--out", default="benchmarks/results")
-    p.add_argument("--tag", default="diag_dynamics")
-    p.add_argument("--render", action="store_true", help="run nothing: rewrite TAG.md from TAG.csv")
-    common.add_blas_threads(p)
+    common.add_csv_study_options(p, "diag_dynamics")
     args = p.parse_args(argv)
-    common.apply_blas_threads(args.blas_threads)
-    csv = os.path.join(args.out, f"{args.tag}.csv")
-    if args.render:
-        if not os.path.exists(csv):
-            raise SystemExit(f"--render: {csv} does not exist; run the sweep first (see the module docstring)")
-        render(pd.read_csv(csv), args.out, args.tag)
-        print(f"wrote {args.out}/{args.tag}.md")
+    csv = common.start_csv_study(args, render)
+    if csv is None:
         return
     args.envs = _names(args.envs, ENVS, "envs")
     args.filters = _names(args.filters, FILTERS, "filters")
