@@ -114,6 +114,30 @@ def cores_note() -> str:
     return f", process on {mine} of them" if mine < total else ""
 
 
+def cpu_note(cpuinfo: str | None = None) -> str:
+    """``" (AMD EPYC, AVX-512)"``: the CPU's model name and widest vector extension (AVX-512, AVX2, AVX or SSE), from
+    ``/proc/cpuinfo`` (``cpuinfo``: its text, for tests), for the machine line of a result; ``""`` where it cannot be
+    read.  XLA:CPU compiles for the CPU it runs on, so the same code on another model can round differently (on
+    2026-11-28 the commit whose check had re-made HiLoFi-TS's Shuttle row the day before did not re-make it on this
+    project's machine of that day: ``results/reproduce_check.md``)."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo") as fh:
+                cpuinfo = fh.read()
+        except OSError:
+            return ""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() in ("model name", "flags") and key.strip() not in fields:
+            fields[key.strip()] = value.strip()
+    flags = set(fields.get("flags", "").split())
+    isa = next((name for flag, name in (("avx512f", "AVX-512"), ("avx2", "AVX2"), ("avx", "AVX"), ("sse2", "SSE2"))
+                if flag in flags), "")
+    parts = [p for p in (fields.get("model name", ""), isa) if p]
+    return f" ({', '.join(parts)})" if parts else ""
+
+
 def check_args(args: argparse.Namespace) -> None:
     """Refuse bad ``--steps`` / ``--seeds``; apply ``--blas-threads``."""
     apply_blas_threads(args.blas_threads)
@@ -563,7 +587,8 @@ def machine(load: bool = True) -> str:
 
     avg = load_average() if load else None
     load_txt = f", load average at the end {avg:.1f}" if avg is not None else ""
-    return (f"{platform.machine()} CPU, {os.cpu_count()} cores shared with other users{cores_note()}{load_txt}; "
+    return (f"{platform.machine()} CPU{cpu_note()}, {os.cpu_count()} cores shared with other users{cores_note()}"
+            f"{load_txt}; "
             f"python {platform.python_version()}, jax {jax.__version__} ({jax.default_backend()}), {blas_note()}"
             f"{commit_note()}")
 

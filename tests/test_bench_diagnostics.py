@@ -306,6 +306,16 @@ def test_machine_line_says_when_the_process_is_pinned_to_fewer_cores(monkeypatch
     assert "2 cores shared with other users;" in common.machine(load=False)
 
 
+def test_machine_line_names_the_cpu_model_and_its_vector_extension():
+    """XLA:CPU compiles for the CPU it runs on, so a result's line says which one."""
+    text = "processor\t: 0\nmodel name\t: AMD EPYC 9654\nflags\t\t: fpu sse2 avx avx2 avx512f\n\n" \
+        "processor\t: 1\nmodel name\t: AMD EPYC 9654\nflags\t\t: fpu sse2 avx avx2 avx512f\n"
+    assert common.cpu_note(text) == " (AMD EPYC 9654, AVX-512)"
+    assert common.cpu_note("model name : Some CPU\nflags : sse2 avx avx2\n") == " (Some CPU, AVX2)"
+    assert common.cpu_note("flags : sse2\n") == " (SSE2)" and common.cpu_note("") == ""
+    assert f" CPU{common.cpu_note()}, " in common.machine(load=False)
+
+
 def test_diag_dynamics_pairs_each_q_setting_with_make_agents_default(tmp_path):
     import gymnasium as gym
     import pandas as pd
