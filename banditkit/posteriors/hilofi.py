@@ -192,7 +192,9 @@ def hilofi(
         ``q_h = q_ℓ = 0.01`` (seed 003's notebook setting) diverges to chance accuracy while ``q_h = 0.01,
         q_ℓ = 0`` reaches 0.93, and so does ``q_h = q_ℓ = 0.01`` with ``dynamics_mode="gain"``
         (``benchmarks/results/rank_study.md``).  ``q_h > 0`` lets the hidden factor leave its initial row space;
-        with ``q_h = 0`` it never does.
+        with ``q_h = 0`` it never does.  On the bandits ``make_agent`` builds HiLoFi with ``q = 0`` (best or level
+        there: its dense last layer learns freely) and LoLoFi, whose last layer is a factor too, with ``1e-4``
+        (``benchmarks/results/diag_dynamics.md``).
       forgetting: ``γ``; ``predict`` does ``θ ← γθ``, ``Σ ← γ²Σ + Q``.
       last_cov: HiLoFi's last-layer form, ``"sqrt"``, ``"dense"`` or ``"auto"`` (see the module docstring;
         ignored by LoLoFi).
