@@ -251,9 +251,10 @@ def _bandit(cmd: str, agents: dict, args) -> int:
             mine = rows[rows.agent == label].dropna(subset=runner.COLUMNS)  # a line torn by a kill
             done = len(mine) == args.steps * args.seeds
             ck = runner.agent_checkpoint(state_dir, label)
-            upto = args.steps if done else runner.checkpoint_round(ck)
-            mine = mine[mine.step < upto]
-            if len(mine) != upto * args.seeds:  # rows missing before the checkpoint: run this agent afresh
+            upto = {} if done else runner.checkpoint_rounds(ck)  # {seed: rounds run}; the Gymnasium loop's differ
+            if not done:
+                mine = mine[mine.step < mine.seed.map(upto).fillna(0)]
+            if not done and len(mine) != sum(upto.values()):  # rows missing before the checkpoint: run afresh
                 mine = mine.iloc[:0]
                 if os.path.exists(ck):
                     os.remove(ck)
@@ -276,14 +277,13 @@ def _bandit(cmd: str, agents: dict, args) -> int:
                 continue
             if env_obj is None:
                 env_obj = runner._make_env(env, {}, args.steps)
-            ck = runner.agent_checkpoint(state_dir, label) if hasattr(env_obj.unwrapped, "functional") else None
+            ck = runner.agent_checkpoint(state_dir, label)
             df = runner.run(env_obj, built.get(label, spec), args.steps, args.seeds, name=label,
                             progress=not args.quiet, csv_path=csv, checkpoint=ck, save_every=args.save_every)
             frames.append(df)
             timing.update(json.loads(json.dumps(df.attrs.get("timing", {}), default=float)))
             _write_json(timing_file, timing)
-            if ck is not None:
-                os.remove(ck)
+            os.remove(ck)
     except KeyboardInterrupt:
         print(f"banditkit {cmd}: interrupted; finished chunks are in {csv} and each agent's progress in {state_dir}/ "
               f"(saved at most --save-every s before). Run the same command with --resume to continue",

@@ -217,8 +217,6 @@ def test_run_with_a_checkpoint_continues_exactly(tmp_path):
     assert runner.checkpoint_round(ck) == 300
     with pytest.raises(ValueError, match="another run.*seeds"):
         runner.run("banditkit/Mushroom-v0", "hilofi-thompson", checkpoint=ck, **{**kw, "seeds": 3})
-    with pytest.raises(ValueError, match="compiled loop"):
-        runner.run("banditkit/Mushroom-v0", "linear-greedy", checkpoint=tmp_path / "g.bk", compiled=False, steps=5)
     with pytest.raises(ValueError, match="checkpoint_dir"):
         runner.compare(["linear-greedy"], "banditkit/Mushroom-v0", steps=5, checkpoint=ck)
     folder = tmp_path / "per_agent"

@@ -28,12 +28,13 @@ scores is arm 0), so its rewards would pass for a result; instead the runner war
 seeds and the round by which it was seen) and records ``timing["nonfinite"] = {seed: round}`` (empty when healthy).
 ``bk.debug.first_nonfinite`` then finds the exact step and field.
 
-Checkpoints (compiled loop, ``run(checkpoint=path, save_every=s)``): at the end of a chunk, once ``s`` seconds have
-passed since the last save, and after the last chunk, the vmapped agent state and the loop's position (next round,
-cumulative-regret totals, health flags, run time so far) are written atomically (:mod:`banditkit.checkpoint`).  A
-run given an existing checkpoint of the same agent name, seeds, steps and chunking starts from its next round; the
-keys are ``fold_in(k_act, t)`` and the data pre-drawn, so the rounds it runs are exactly those of a run never
-stopped.
+Checkpoints (``run(checkpoint=path, save_every=s)``): in the compiled loop, at the end of a chunk, once ``s``
+seconds have passed since the last save, and after the last chunk, the vmapped agent state and the loop's position
+(next round, cumulative-regret totals, health flags, run time so far) are written atomically
+(:mod:`banditkit.checkpoint`).  A run given an existing checkpoint of the same agent name, seeds, steps and chunking
+starts from its next round; the keys are ``fold_in(k_act, t)`` and the data pre-drawn, so the rounds it runs are
+exactly those of a run never stopped.  The Gymnasium loop saves the seed in progress and replays its env
+(:mod:`banditkit.experiments.gym_checkpoint`).
 
 Discarded retrainings (both loops): a neural-linear posterior discards a body retraining that diverged
 (:mod:`banditkit.posteriors.neural_linear`), so a bad optimiser leaves finite but untrained features rather than
@@ -354,17 +355,9 @@ def _save_state(path, state, run_key: dict, t_next: int, offsets, nonfinite: dic
 def _resume_state(path, template, run_key: dict, per_seed):
     """``(state, t_next, offsets, nonfinite, run_s)`` from a checkpoint of the same run (``run_key`` equal)."""
     from banditkit import checkpoint
+    from banditkit.experiments.gym_checkpoint import run_meta
 
-    meta = checkpoint.header(path).get("meta") or {}
-    if meta.get("format") != "banditkit.run":
-        raise ValueError(f"{os.fspath(path)!r} is not a checkpoint of a bandit run (banditkit.run)")
-    saved = meta["run"]
-    diff = [f"{k}: saved {saved.get(k)!r}, now {v!r}" for k, v in run_key.items() if saved.get(k) != v]
-    if diff:
-        raise ValueError(
-            f"checkpoint {os.fspath(path)!r} is of another run ({'; '.join(diff)}); run with the same agent, seeds, "
-            "steps and chunk size to resume it, or delete it to start over"
-        )
+    meta = run_meta(os.fspath(path), run_key, "compiled")
     state, _ = checkpoint.load(path, template=template)
     state = jax.device_put(state, per_seed) if per_seed is not None else state
     nonfinite = {int(k): int(v) for k, v in meta["nonfinite"].items()}
@@ -434,20 +427,31 @@ def _info_value(info, key, action=None):
     return float(v[action]) if action is not None else float(v)
 
 
-def _run_gym(agent, env, name, seeds, steps, chunk, progress, sink):
+def _run_gym(agent, env, name, seeds, steps, chunk, progress, sink, checkpoint=None, save_every=60.0):
+    from banditkit.experiments import gym_checkpoint as gck
+
+    run_key = dict(agent=name, seeds=[int(s) for s in seeds], steps=steps, chunk=chunk)
+    pg = gck.read(checkpoint, run_key) if gck.exists(checkpoint) else gck.Progress()
     bar = _progress(steps * len(seeds), name, progress)
-    run_s = 0.0
-    first_call_s = 0.0
-    discarded: dict[int, list[int]] = {}
+    if bar is not None and (pg.done or pg.t_next):
+        bar.update(len(pg.done) * steps + pg.t_next)
+    last_save = time.monotonic()
+    state = None
     try:
         for s in seeds:
+            if s in pg.done:
+                continue
             k_init, k_act = jax.random.split(jax.random.PRNGKey(s))
             obs, info = env.reset(seed=s)
             state = agent.init(k_init, obs)
+            if pg.seed == s and pg.t_next:  # the seed in progress: its state saved, its env replayed
+                state = gck.load_seed(checkpoint, pg, state)
+                obs = gck.replay(env, s, pg.actions, pg.rewards)
+            else:
+                pg.seed, pg.t_next, pg.offset, pg.actions, pg.rewards = s, 0, 0.0, [], []
             rows = dict(a=[], r=[], e=[], o=[])
-            offset = 0.0
-            t0 = 0
-            for t in range(steps):
+            t0 = t_first = pg.t_next
+            for t in range(t_first, steps):
                 tic = time.perf_counter()
                 key_t = jax.random.fold_in(k_act, t)
                 action, state = agent.act(key_t, state, obs)
@@ -455,48 +459,58 @@ def _run_gym(agent, env, name, seeds, steps, chunk, progress, sink):
                 next_obs, reward, terminated, truncated, info = env.step(a)
                 state = agent.observe(state, obs, a, reward)
                 dt = time.perf_counter() - tic
-                if t == 0:
-                    first_call_s += dt  # includes tracing/compilation of act and observe
+                if t == t_first:
+                    pg.first_call_s += dt  # includes tracing/compilation of act and observe
                 else:
-                    run_s += dt
+                    pg.run_s += dt
+                    pg.timed_steps += 1
                 expected = np.asarray(info["expected_rewards"], np.float64)
                 rows["a"].append(a)
                 rows["r"].append(float(reward))
                 rows["e"].append(float(expected[a]))
                 rows["o"].append(_info_value(info, "optimal_reward"))
+                pg.actions.append(a)
+                pg.rewards.append(float(reward))
                 obs = next_obs
                 done = terminated or truncated
                 if len(rows["a"]) == chunk or t == steps - 1 or done:
                     arr = [np.asarray(rows[k])[None] for k in ("a", "r", "e", "o")]
-                    df = _frame(name, [s], *arr, offsets=np.array([offset]), start=t0)
-                    offset = float(df["cumulative_regret"].iloc[-1])
-                    t0 = t + 1
+                    df = _frame(name, [s], *arr, offsets=np.array([pg.offset]), start=t0)
+                    pg.offset = float(df["cumulative_regret"].iloc[-1])
+                    t0 = pg.t_next = t + 1
                     rows = dict(a=[], r=[], e=[], o=[])
-                    sink.add(df)
+                    sink.add(df)  # the rows first: a checkpoint never runs ahead of them
+                    last = t == steps - 1 or done
+                    if checkpoint is not None and not last and time.monotonic() - last_save >= save_every:
+                        gck.save(checkpoint, run_key, pg, state)
+                        last_save = time.monotonic()
                 if bar is not None:
                     bar.update(1)
                 if done and t < steps - 1:
-                    import warnings
-
                     warnings.warn(
                         f"seed {s}: the env ended after {t + 1} of {steps} steps; raise its max_steps", stacklevel=3
                     )
                     break
-            discarded |= discarded_retrainings(agent, getattr(state, "posterior", None), [s])
+            pg.discarded |= discarded_retrainings(agent, getattr(state, "posterior", None), [s])
+            pg.done[s] = pg.t_next
+            pg.seed, pg.t_next, pg.actions, pg.rewards = None, 0, [], []
+            if checkpoint is not None:
+                gck.save(checkpoint, run_key, pg, state)
+                last_save = time.monotonic()
     finally:
         if bar is not None:
             bar.close()
-    warn_discarded(name, discarded, stacklevel=4)
-    n_steps = max(steps - 1, 1)
+    warn_discarded(name, pg.discarded, stacklevel=4)
+    timed = max(pg.timed_steps, 1)
     return dict(
-        compile_s=first_call_s / len(seeds),
-        run_s=run_s,
-        per_step_s=run_s / (n_steps * len(seeds)),
+        compile_s=pg.first_call_s / len(seeds),
+        run_s=pg.run_s,
+        per_step_s=pg.run_s / timed,
         steps=steps,
         seeds=len(seeds),
         mode="gymnasium",
         devices=1,
-    ) | (dict(discarded_retrainings=discarded) if discarded else {})
+    ) | (dict(discarded_retrainings=pg.discarded) if pg.discarded else {})
 
 
 # ------------------------------------------------------------------------------------------------- public API
@@ -536,12 +550,15 @@ def run(
         round by which it had (the same check as the run's ``timing[name]["nonfinite"]``).
       csv_path: append each finished chunk to this CSV (header written once), so an interrupted run keeps what it
         finished.
-      checkpoint: compiled loop only — a file to which the agent state of every seed is saved at the end of a chunk
-        once ``save_every`` seconds have passed since the last save, and after the last chunk.  If the file exists
-        (made by the same agent name, seeds, steps and chunk size, else ``ValueError``), the run continues from it:
-        only the rounds from its ``t_next`` on are run and returned (``cumulative_regret`` goes on from the saved
-        totals), with exactly the actions of a run that was never stopped.  Rows of an interrupted run that the
-        caller kept past the checkpoint's round are the caller's to drop (:func:`checkpoint_round`).
+      checkpoint: a file to which the agent state is saved at the end of a chunk once ``save_every`` seconds have
+        passed since the last save, and after the last chunk (the compiled loop: every seed's; the Gymnasium loop,
+        which runs the seeds in turn: the seed in progress, after each seed too).  If the file exists (made by the
+        same agent name, seeds, steps, chunk size and loop, else ``ValueError``), the run continues from it: only
+        the rounds not run yet are run and returned (``cumulative_regret`` goes on from the saved totals), with
+        exactly the actions of a run that was never stopped.  The Gymnasium loop puts the env back by replaying
+        the saved actions after ``env.reset(seed=s)`` and checks every replayed reward (an env that does not
+        replay is a ``ValueError``; :mod:`banditkit.experiments.gym_checkpoint`).  Rows of an interrupted run that
+        the caller kept past the checkpoint are the caller's to drop (:func:`checkpoint_rounds`).
       save_every: seconds between checkpoint saves (0: every chunk).
 
     Returns:
@@ -578,8 +595,6 @@ def run(
     chunk = int(chunk_size) if chunk_size else max(100, int(math.ceil(steps / 20)))
     chunk = max(1, min(chunk, steps))
     if checkpoint is not None:
-        if not compiled:
-            raise ValueError("checkpoint= needs the compiled loop (an env with a functional form, compiled=True)")
         if not save_every >= 0:
             raise ValueError(f"save_every must be a number of seconds >= 0, got {save_every!r}")
         checkpoint = os.fspath(checkpoint)
@@ -588,7 +603,7 @@ def run(
     if compiled:
         timing = _run_compiled(agent, u, label, seed_list, steps, chunk, progress, sink, checkpoint, save_every)
     else:
-        timing = _run_gym(agent, env, label, seed_list, steps, chunk, progress, sink)
+        timing = _run_gym(agent, env, label, seed_list, steps, chunk, progress, sink, checkpoint, save_every)
     df = sink.frame()
     df.attrs["timing"] = {label: timing}
     df.attrs["mode"] = timing["mode"]
@@ -639,13 +654,27 @@ def agent_checkpoint(folder: str | os.PathLike, name: str) -> str:
     return os.path.join(os.fspath(folder), re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name)) + ".bk")
 
 
-def checkpoint_round(path: str | os.PathLike) -> int:
-    """The first round a :func:`run` checkpoint has not run (0 when the file does not exist)."""
+def checkpoint_rounds(path: str | os.PathLike) -> dict[int, int]:
+    """``{seed: rounds run}`` of a :func:`run` checkpoint (``{}`` when the file does not exist): every seed at the
+    same round in the compiled loop; in the Gymnasium loop the finished seeds, the one in progress, and 0 for the
+    seeds not started."""
     from banditkit import checkpoint
+    from banditkit.experiments import gym_checkpoint
 
     if not os.path.exists(path):
-        return 0
-    return int((checkpoint.header(path).get("meta") or {}).get("t_next", 0))
+        return {}
+    meta = checkpoint.header(path).get("meta") or {}
+    if meta.get("format") != "banditkit.run":
+        raise ValueError(f"{os.fspath(path)!r} is not a checkpoint of a bandit run (banditkit.run)")
+    if meta.get("loop") == gym_checkpoint.LOOP:
+        return gym_checkpoint.rounds(meta)
+    return {int(s): int(meta["t_next"]) for s in meta["run"]["seeds"]}
+
+
+def checkpoint_round(path: str | os.PathLike) -> int:
+    """The first round a :func:`run` checkpoint has not run for every seed (0 when the file does not exist; the
+    least over seeds for the Gymnasium loop, :func:`checkpoint_rounds` has each seed's)."""
+    return min(checkpoint_rounds(path).values(), default=0)
 
 
 _RUN_KEYS = {"compiled", "progress", "chunk_size", "on_chunk", "csv_path", "checkpoint", "save_every"}
