@@ -1,0 +1,204 @@
+"""Why LRKF-TS and LoLoFi-TS in the authors' configuration are seed-sensitive on the MNIST bandit (issue 5, item 1).
+
+The seed-003 MNIST bandit (LeNet5, 10 arms = digits, reward 1 for the true digit) played by an agent of
+``common.seed003_agents()`` (default: the ``_auth`` ones, the authors' sigmoid mean with fixed observation variance
+1e-4 and their coordinate initial factors), one seed per run (the runner's compiled loop, one seed, so the values
+differ from the tables' vmapped runs by float rounding only in distribution).  The run is stopped at round
+``--probe`` (its checkpoint), probed, and resumed to ``--steps`` exactly.  Per block of ``--block`` rounds it records
+the reward per round and how often each arm was played; an arm played in under 1 % of a block's rounds is
+*starved* there (each digit is 10 % of the images, so a starved arm costs about 0.1 reward per round).  The probe,
+on 20 test images of each digit: how often Thompson sampling picks the true arm (50 draws per image), the
+posterior-mean logit of the true arm and the best other arm, and the standard deviation of the true arm's logit
+over 200 posterior draws.  Writes ``TAG.csv`` (blocks), ``TAG_probe.csv`` and ``TAG.md``; processes (one per core)
+append their rows, ``--render`` rewrites the table.
+
+Usage::
+
+    python benchmarks/diag_starvation.py --agents lrkf_ts_auth --seeds 0,2,4 --steps 40000 --probe 20000
+    python benchmarks/diag_starvation.py --render
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks import common  # noqa: E402
+
+STARVED = 0.01  # an arm played in fewer than this share of a block's rounds
+
+
+class _Stop(Exception):
+    pass
+
+
+def probe(agent, state, X, y, seed: int, images: int = 20, draws: int = 50, param_draws: int = 200) -> list[dict]:
+    """Per digit: P(TS picks the true arm), the true arm's posterior-mean logit and its sd over parameter draws,
+    and the best other arm's mean logit, on ``images`` images of that digit (chosen with ``seed``)."""
+    import jax
+
+    post = agent.posterior_for(state)
+    act = jax.jit(jax.vmap(agent._act, in_axes=(0, None, None)))
+    thetas = jax.jit(jax.vmap(lambda k: post.sample(k, state.posterior)))(
+        jax.random.split(jax.random.PRNGKey(seed + 1000), param_draws))
+    mean_params = post.mean(state.posterior)
+    f_mean = jax.jit(agent.model.apply)
+    f_draws = jax.jit(jax.vmap(agent.model.apply, in_axes=(0, None)))
+    rng = np.random.default_rng(seed)
+    rows = []
+    for digit in range(int(y.max()) + 1):
+        picked, z_true, z_sd, z_other = [], [], [], []
+        for i in rng.choice(np.flatnonzero(y == digit), images, replace=False):
+            a = np.asarray(act(jax.random.split(jax.random.PRNGKey(int(i)), draws), state, X[i]))
+            picked.append(float((a == digit).mean()))
+            z = np.asarray(f_mean(mean_params, X[i]))
+            z_true.append(float(z[digit]))
+            z_other.append(float(np.max(np.delete(z, digit))))
+            z_sd.append(float(np.asarray(f_draws(thetas, X[i]))[:, digit].std()))
+        rows.append(dict(digit=digit, p_pick=np.mean(picked), logit_true=np.mean(z_true), logit_sd=np.mean(z_sd),
+                         logit_other=np.mean(z_other)))
+    return rows
+
+
+def run_one(name: str, factory, seed: int, steps: int, probe_at: int, block: int):
+    """``(blocks, probe rows, mean reward)`` of one agent and seed: run to ``probe_at``, probe, resume to ``steps``."""
+    import gymnasium as gym
+    import jax
+
+    import banditkit as bk
+    from banditkit import checkpoint
+
+    env = gym.make("banditkit/MNIST-v0", max_steps=steps, replace=True)
+    agent = factory(env)
+    ck = os.path.join(tempfile.mkdtemp(prefix="diag_starvation_"), f"{name}_s{seed}.bk")
+    kw = dict(seeds=[seed], progress=False, name=name, chunk_size=block, checkpoint=ck, save_every=0)
+    first: list[pd.DataFrame] = []
+
+    def stop_at_probe(df):
+        if int(df.step.min()) >= probe_at:
+            raise _Stop
+        first.append(df)
+
+    try:
+        bk.run(env, agent, steps, on_chunk=stop_at_probe, **kw)
+    except _Stop:
+        pass
+    u = env.unwrapped
+    k_init = jax.random.split(jax.random.PRNGKey(seed))[0]
+    template = jax.tree_util.tree_map(lambda a: a[None], agent.init(k_init, u._X[0]))
+    state, _ = checkpoint.load(ck, template=template)  # the run's vmapped state: one seed
+    state = jax.tree_util.tree_map(lambda a: a[0], state)
+    probed = probe(agent, state, u._X, u._y, seed)
+    rest = bk.run(env, agent, steps, **kw)
+    os.remove(ck)
+    os.rmdir(os.path.dirname(ck))
+    df = pd.concat([*first, rest], ignore_index=True)
+    if len(df) != steps or not (df.step.to_numpy() == np.arange(steps)).all():
+        raise RuntimeError(f"{name} seed {seed}: the stopped and resumed parts do not cover rounds 0..{steps - 1}")
+    k = int(u.num_actions)
+    blocks = []
+    for b0 in range(0, steps, block):
+        part = df[(df.step >= b0) & (df.step < b0 + block)]
+        share = np.bincount(part.action.to_numpy(), minlength=k) / len(part)
+        blocks.append(dict(block_start=b0, rounds=len(part), reward=float(part.reward.mean()),
+                           min_share=float(share.min()),
+                           starved="[" + " ".join(str(a) for a in np.flatnonzero(share < STARVED)) + "]"))
+    return blocks, probed, float(df.reward.mean())
+
+
+def _arms(cell: str) -> list[int]:
+    """The arms of a ``starved`` cell (``"[3 9]"``; ``"[]"`` for none)."""
+    return [int(x) for x in str(cell).strip("[]").split()]
+
+
+def _runs_of(blocks: pd.DataFrame) -> str:
+    """``arm a: rounds r0–r1`` for each arm's maximal stretch of consecutive starved blocks."""
+    spans: dict[int, list[list[int]]] = {}
+    for _, row in blocks.sort_values("block_start").iterrows():
+        end = int(row.block_start + row.rounds)
+        for a in _arms(row.starved):
+            s = spans.setdefault(a, [])
+            if s and s[-1][1] == row.block_start:
+                s[-1][1] = end
+            else:
+                s.append([int(row.block_start), end])
+    parts = [f"{a}: {lo / 1000:g}k–{hi / 1000:g}k" for a, ss in sorted(spans.items()) for lo, hi in ss]
+    return ", ".join(parts) if parts else "none"
+
+
+def render(rows: pd.DataFrame, out: str, tag: str) -> None:
+    probe_rows = pd.read_csv(os.path.join(out, f"{tag}_probe.csv"))
+    lines = [f"# {__doc__.splitlines()[0]}", "", __doc__.split("\n\n")[1].replace("\n", " "), ""]
+    lines += common.csv_provenance(rows.drop_duplicates(["agent", "seed"]), unit="runs") + [""]
+    lines += ["Per run: the mean reward per round over all rounds and over the last quarter, the rounds in which some "
+              "arm was starved (the arm-rounds lost, in blocks), and each starved arm's stretches.  At the probe "
+              "round, for the digits whose arm Thompson sampling picks in under 5 % of the draws on that digit's "
+              "images: the true arm's posterior-mean logit ± its sd over posterior draws; and the median over all "
+              "digits of |logit| of the true arm.", "",
+              "| agent | seed | reward | last quarter | starved arm-rounds | starved arms (rounds) | probe round | "
+              "digits rarely picked at the probe: logit ± draw sd | median abs. true-arm logit |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for (agent, seed), g in rows.groupby(["agent", "seed"], sort=False):
+        steps = int(g.rounds.sum())
+        late = g[g.block_start >= 0.75 * steps]
+        late_r = float((late.reward * late.rounds).sum() / late.rounds.sum())
+        starved_rounds = int(sum(len(_arms(s)) * r for s, r in zip(g.starved, g.rounds, strict=True)))
+        p = probe_rows[(probe_rows.agent == agent) & (probe_rows.seed == seed)]
+        rare = p[p.p_pick < 0.05]
+        rare_txt = ", ".join(f"{int(r.digit)}: {r.logit_true:+.0f} ± {r.logit_sd:.0f}" for r in rare.itertuples())
+        lines.append(f"| {agent} | {seed} | {g.mean_reward.iloc[0]:.3f} | {late_r:.3f} | {starved_rounds} | "
+                     f"{_runs_of(g)} | {int(p.probe.iloc[0]) if len(p) else ''} | {rare_txt or 'none'} | "
+                     f"{p.logit_true.abs().median():.0f} |")
+    lines += ["", "Probe per digit (all runs): P(TS picks the true arm), true arm's mean logit (draw sd), best other "
+              "arm's mean logit.", "", "| agent | seed | " + " | ".join(f"digit {d}" for d in range(10)) + " |",
+              "|---|---|" + "---|" * 10]
+    for (agent, seed), p in probe_rows.groupby(["agent", "seed"], sort=False):
+        cells = [f"{r.p_pick:.2f}; {r.logit_true:+.0f} ({r.logit_sd:.0f}); {r.logit_other:+.0f}"
+                 for r in p.sort_values("digit").itertuples()]
+        lines.append(f"| {agent} | {seed} | " + " | ".join(cells) + " |")
+    lines += common.hand_notes(os.path.join(out, f"{tag}.md"))
+    with open(os.path.join(out, f"{tag}.md"), "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--agents", default="lrkf_ts_auth", help="comma list of common.seed003_agents() names")
+    p.add_argument("--seeds", default="0,1,2", help="comma list of seeds, run one after another")
+    p.add_argument("--steps", type=int, default=40000)
+    p.add_argument("--probe", type=int, default=20000, help="the round at which the posterior is probed")
+    p.add_argument("--block", type=int, default=2000, help="rounds per block of the action shares")
+    common.add_csv_study_options(p, "diag_starvation")
+    args = p.parse_args(argv)
+    csv = common.start_csv_study(args, render)
+    if csv is None:
+        return
+    if not 0 < args.probe < args.steps or args.probe % args.block or args.steps % args.block:
+        raise SystemExit("--probe must lie inside (0, --steps), and both must be multiples of --block")
+    agents = common.select(common.seed003_agents(), args.agents)
+    os.makedirs(args.out, exist_ok=True)
+    for name, factory in agents.items():
+        for seed in (int(s) for s in args.seeds.split(",")):
+            tic = time.perf_counter()
+            blocks, probed, mean = run_one(name, factory, seed, args.steps, args.probe, args.block)
+            meta = dict(agent=name, seed=seed, mean_reward=mean, wall_s=time.perf_counter() - tic,
+                        command=common.command_line(), machine=common.machine(load=False),
+                        load=common.load_average() or float("nan"))
+            common.append_rows(os.path.join(args.out, f"{args.tag}_probe.csv"),
+                               pd.DataFrame([dict(agent=name, seed=seed, probe=args.probe, **r) for r in probed]))
+            rows = common.append_rows(csv, pd.DataFrame([{**meta, **b} for b in blocks]))
+            print(f"{name} seed {seed}: reward {mean:.3f}; starved blocks "
+                  f"{sum(1 for b in blocks if b['starved'] != '[]')}/{len(blocks)}", flush=True)
+    render(rows, args.out, args.tag)
+
+
+if __name__ == "__main__":
+    main()
