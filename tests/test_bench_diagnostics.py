@@ -340,3 +340,22 @@ def test_diag_dynamics_pairs_each_q_setting_with_make_agents_default(tmp_path):
     assert "| mushroom | lrkf | 8 × 2 |" in table and table.count("**") >= 2  # the best setting is bold
     with pytest.raises(SystemExit, match="--variants: unknown"):
         diag_dynamics.main(["--variants", "q5", "--out", str(tmp_path)])
+
+
+def test_diag_starvation_merges_an_arms_consecutive_starved_blocks_and_tabulates_the_probe(tmp_path):
+    from benchmarks import diag_starvation as ds
+
+    assert ds._arms("[]") == [] and ds._arms("[3 9]") == [3, 9]
+    meta = dict(agent="lrkf_ts_auth", seed=3, mean_reward=0.75, wall_s=1.0, command="cmd", machine="m", load=0.5)
+    starved = ["[9]", "[6 9]", "[9]", "[]"]  # arm 9 in blocks 0-2 (one stretch), arm 6 in block 1
+    rows = pd.DataFrame([dict(meta, block_start=100 * i, rounds=100, reward=0.8, min_share=0.0, starved=s)
+                         for i, s in enumerate(starved)])
+    assert ds._runs_of(rows) == "6: 0.1k–0.2k, 9: 0k–0.3k"
+    probe = pd.DataFrame([dict(agent="lrkf_ts_auth", seed=3, probe=200, digit=d, p_pick=0.0 if d == 9 else 0.9,
+                               logit_true=-1900.0 if d == 9 else 300.0, logit_sd=25.0, logit_other=-50.0)
+                          for d in range(10)])
+    probe.to_csv(tmp_path / "t_probe.csv", index=False)
+    ds.render(rows, str(tmp_path), "t")
+    line = next(x for x in (tmp_path / "t.md").read_text().splitlines() if x.startswith("| lrkf_ts_auth | 3 |"))
+    # 4 starved arm-blocks × 100 rounds; only digit 9 is rarely picked; median |logit| of the true arms 300
+    assert "| 400 |" in line and "| 9: -1900 ± 25 |" in line and line.endswith("| 300 |")
