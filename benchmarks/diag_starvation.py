@@ -40,9 +40,10 @@ class _Stop(Exception):
     pass
 
 
-def probe(agent, state, X, y, seed: int, images: int = 20, draws: int = 50, param_draws: int = 200) -> list[dict]:
+def probe(agent, state, env, seed: int, images: int = 20, draws: int = 50, param_draws: int = 200) -> list[dict]:
     """Per digit: P(TS picks the true arm), the true arm's posterior-mean logit and its sd over parameter draws,
-    and the best other arm's mean logit, on ``images`` images of that digit (chosen with ``seed``)."""
+    and the best other arm's mean logit, on ``images`` images of that digit (chosen with ``seed``) from the env's
+    data, given to the agent as the env gives them (pixels scaled to [0, 1])."""
     import jax
 
     post = agent.posterior_for(state)
@@ -53,16 +54,19 @@ def probe(agent, state, X, y, seed: int, images: int = 20, draws: int = 50, para
     f_mean = jax.jit(agent.model.apply)
     f_draws = jax.jit(jax.vmap(agent.model.apply, in_axes=(0, None)))
     rng = np.random.default_rng(seed)
+    u = env.unwrapped
+    X, y = u._X, u._y
     rows = []
     for digit in range(int(y.max()) + 1):
         picked, z_true, z_sd, z_other = [], [], [], []
         for i in rng.choice(np.flatnonzero(y == digit), images, replace=False):
-            a = np.asarray(act(jax.random.split(jax.random.PRNGKey(int(i)), draws), state, X[i]))
+            x = u._transform(X[i])  # the context the env gives for this image
+            a = np.asarray(act(jax.random.split(jax.random.PRNGKey(int(i)), draws), state, x))
             picked.append(float((a == digit).mean()))
-            z = np.asarray(f_mean(mean_params, X[i]))
+            z = np.asarray(f_mean(mean_params, x))
             z_true.append(float(z[digit]))
             z_other.append(float(np.max(np.delete(z, digit))))
-            z_sd.append(float(np.asarray(f_draws(thetas, X[i]))[:, digit].std()))
+            z_sd.append(float(np.asarray(f_draws(thetas, x))[:, digit].std()))
         rows.append(dict(digit=digit, p_pick=np.mean(picked), logit_true=np.mean(z_true), logit_sd=np.mean(z_sd),
                          logit_other=np.mean(z_other)))
     return rows
@@ -93,10 +97,10 @@ def run_one(name: str, factory, seed: int, steps: int, probe_at: int, block: int
         pass
     u = env.unwrapped
     k_init = jax.random.split(jax.random.PRNGKey(seed))[0]
-    template = jax.tree_util.tree_map(lambda a: a[None], agent.init(k_init, u._X[0]))
+    template = jax.tree_util.tree_map(lambda a: a[None], agent.init(k_init, u._transform(u._X[0])))
     state, _ = checkpoint.load(ck, template=template)  # the run's vmapped state: one seed
     state = jax.tree_util.tree_map(lambda a: a[0], state)
-    probed = probe(agent, state, u._X, u._y, seed)
+    probed = probe(agent, state, env, seed)
     rest = bk.run(env, agent, steps, **kw)
     os.remove(ck)
     os.rmdir(os.path.dirname(ck))
