@@ -157,15 +157,15 @@ def render(rows: pd.DataFrame, out: str, tag: str) -> None:
         starved_rounds = int(sum(len(_arms(s)) * r for s, r in zip(g.starved, g.rounds, strict=True)))
         p = probe_rows[(probe_rows.agent == agent) & (probe_rows.seed == seed)]
         rare = p[p.p_pick < 0.05]
-        rare_txt = ", ".join(f"{int(r.digit)}: {r.logit_true:+.0f} ± {r.logit_sd:.0f}" for r in rare.itertuples())
+        rare_txt = ", ".join(f"{int(r.digit)}: {r.logit_true:+.1f} ± {r.logit_sd:.2f}" for r in rare.itertuples())
         lines.append(f"| {agent} | {seed} | {g.mean_reward.iloc[0]:.3f} | {late_r:.3f} | {starved_rounds} | "
                      f"{_runs_of(g)} | {int(p.probe.iloc[0]) if len(p) else ''} | {rare_txt or 'none'} | "
-                     f"{p.logit_true.abs().median():.0f} |")
+                     f"{p.logit_true.abs().median():.1f} |")
     lines += ["", "Probe per digit (all runs): P(TS picks the true arm), true arm's mean logit (draw sd), best other "
               "arm's mean logit.", "", "| agent | seed | " + " | ".join(f"digit {d}" for d in range(10)) + " |",
               "|---|---|" + "---|" * 10]
     for (agent, seed), p in probe_rows.groupby(["agent", "seed"], sort=False):
-        cells = [f"{r.p_pick:.2f}; {r.logit_true:+.0f} ({r.logit_sd:.0f}); {r.logit_other:+.0f}"
+        cells = [f"{r.p_pick:.2f}; {r.logit_true:+.1f} ({r.logit_sd:.2f}); {r.logit_other:+.1f}"
                  for r in p.sort_values("digit").itertuples()]
         lines.append(f"| {agent} | {seed} | " + " | ".join(cells) + " |")
     lines += common.hand_notes(os.path.join(out, f"{tag}.md"))

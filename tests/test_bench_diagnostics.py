@@ -358,4 +358,4 @@ def test_diag_starvation_merges_an_arms_consecutive_starved_blocks_and_tabulates
     ds.render(rows, str(tmp_path), "t")
     line = next(x for x in (tmp_path / "t.md").read_text().splitlines() if x.startswith("| lrkf_ts_auth | 3 |"))
     # 4 starved arm-blocks × 100 rounds; only digit 9 is rarely picked; median |logit| of the true arms 300
-    assert "| 400 |" in line and "| 9: -1900 ± 25 |" in line and line.endswith("| 300 |")
+    assert "| 400 |" in line and "| 9: -1900.0 ± 25.00 |" in line and line.endswith("| 300.0 |")
