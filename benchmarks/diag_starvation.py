@@ -150,7 +150,7 @@ def render(rows: pd.DataFrame, out: str, tag: str) -> None:
               "| agent | seed | reward | last quarter | starved arm-rounds | starved arms (rounds) | probe round | "
               "digits rarely picked at the probe: logit ± draw sd | median abs. true-arm logit |",
               "|---|---|---|---|---|---|---|---|---|"]
-    for (agent, seed), g in rows.groupby(["agent", "seed"], sort=False):
+    for (agent, seed), g in rows.groupby(["agent", "seed"]):
         steps = int(g.rounds.sum())
         late = g[g.block_start >= 0.75 * steps]
         late_r = float((late.reward * late.rounds).sum() / late.rounds.sum())
@@ -164,11 +164,12 @@ def render(rows: pd.DataFrame, out: str, tag: str) -> None:
     lines += ["", "Probe per digit (all runs): P(TS picks the true arm), true arm's mean logit (draw sd), best other "
               "arm's mean logit.", "", "| agent | seed | " + " | ".join(f"digit {d}" for d in range(10)) + " |",
               "|---|---|" + "---|" * 10]
-    for (agent, seed), p in probe_rows.groupby(["agent", "seed"], sort=False):
+    for (agent, seed), p in probe_rows.groupby(["agent", "seed"]):
         cells = [f"{r.p_pick:.2f}; {r.logit_true:+.1f} ({r.logit_sd:.2f}); {r.logit_other:+.1f}"
                  for r in p.sort_values("digit").itertuples()]
         lines.append(f"| {agent} | {seed} | " + " | ".join(cells) + " |")
-    lines += common.hand_notes(os.path.join(out, f"{tag}.md"))
+    notes = common.hand_notes(os.path.join(out, f"{tag}.md"))
+    lines += [""] + notes if notes else []
     with open(os.path.join(out, f"{tag}.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
 
