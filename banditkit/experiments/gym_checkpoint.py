@@ -19,7 +19,6 @@ a run never stopped.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -143,7 +142,3 @@ def rounds(meta: dict) -> dict[int, int]:
     if meta.get("seed") is not None:
         out[int(meta["seed"])] = int(meta["t_next"])
     return out
-
-
-def exists(path: str | None) -> bool:
-    return path is not None and os.path.exists(path)

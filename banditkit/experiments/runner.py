@@ -431,10 +431,11 @@ def _run_gym(agent, env, name, seeds, steps, chunk, progress, sink, checkpoint=N
     from banditkit.experiments import gym_checkpoint as gck
 
     run_key = dict(agent=name, seeds=[int(s) for s in seeds], steps=steps, chunk=chunk)
-    pg = gck.read(checkpoint, run_key) if gck.exists(checkpoint) else gck.Progress()
+    resuming = checkpoint is not None and os.path.exists(checkpoint)
+    pg = gck.read(checkpoint, run_key) if resuming else gck.Progress()
     bar = _progress(steps * len(seeds), name, progress)
     if bar is not None and (pg.done or pg.t_next):
-        bar.update(len(pg.done) * steps + pg.t_next)
+        bar.update(sum(pg.done.values()) + pg.t_next)
     last_save = time.monotonic()
     state = None
     try:
