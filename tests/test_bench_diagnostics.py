@@ -79,6 +79,7 @@ def test_seed003_diagnostics_stay_out_of_the_default_agent_set():
     np.testing.assert_allclose(lik.mean(f), jax.nn.sigmoid(f), rtol=1e-6)
     np.testing.assert_allclose(lik.cov(f), 1e-4 * np.eye(3), rtol=1e-6)  # fixed, not σ(f)(1 − σ(f))
     np.testing.assert_allclose(agents["lrkf_ts_auth_v1e-2"](env).likelihood.cov(f), 1e-2 * np.eye(3), rtol=1e-6)
+    assert agents["lrkf_ts_auth_d10"](env).posterior.hyper["rank"] == 10
     for base in ("hilofi_ts", "lrkf_ts", "lolofi_ts", "lofi_ts"):  # the observation-variance sweep, diag_obsnoise.py
         assert agents[base](env).likelihood.obs_noise == 0.1
         for tag, r in (("_r1e-2", 1e-2), ("_r1e-4", 1e-4)):
