@@ -249,17 +249,16 @@ def _bandit(cmd: str, agents: dict, args) -> int:
         keep = []
         for label in agents:  # each agent's rows up to the round its checkpoint can continue from
             mine = rows[rows.agent == label].dropna(subset=runner.COLUMNS)  # a line torn by a kill
-            done = len(mine) == args.steps * args.seeds
             ck = runner.agent_checkpoint(state_dir, label)
-            upto = {} if done else runner.checkpoint_rounds(ck)  # {seed: rounds run}; the Gymnasium loop's differ
-            if not done:
-                mine = mine[mine.step < mine.seed.map(upto).fillna(0)]
-            if not done and len(mine) != sum(upto.values()):  # rows missing before the checkpoint: run afresh
-                mine = mine.iloc[:0]
-                if os.path.exists(ck):
-                    os.remove(ck)
-            elif done:
+            if len(mine) == args.steps * args.seeds:
                 finished.add(label)
+            else:
+                upto = runner.checkpoint_rounds(ck)  # {seed: rounds run}; the Gymnasium loop's differ by seed
+                mine = mine[mine.step < mine.seed.map(upto).fillna(0)]
+                if len(mine) != sum(upto.values()):  # rows missing before the checkpoint: run this agent afresh
+                    mine = mine.iloc[:0]
+                    if os.path.exists(ck):
+                        os.remove(ck)
             keep.append(mine)
         old = pd.concat(keep, ignore_index=True)
         _write_rows(old, csv)  # drops rows past a checkpoint and torn lines

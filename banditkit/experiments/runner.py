@@ -346,8 +346,9 @@ def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink, checkpoin
 def _save_state(path, state, run_key: dict, t_next: int, offsets, nonfinite: dict, run_s: float) -> None:
     """Write the vmapped agent state after round ``t_next − 1`` and what the loop needs to go on from there."""
     from banditkit import checkpoint
+    from banditkit.experiments.gym_checkpoint import FORMAT
 
-    meta = dict(format="banditkit.run", run=run_key, t_next=int(t_next), offsets=np.asarray(offsets).tolist(),
+    meta = dict(format=FORMAT, run=run_key, t_next=int(t_next), offsets=np.asarray(offsets).tolist(),
                 nonfinite={str(k): int(v) for k, v in nonfinite.items()}, run_s=float(run_s))
     checkpoint.save(path, state, meta=meta)
 
@@ -665,8 +666,8 @@ def checkpoint_rounds(path: str | os.PathLike) -> dict[int, int]:
     if not os.path.exists(path):
         return {}
     meta = checkpoint.header(path).get("meta") or {}
-    if meta.get("format") != "banditkit.run":
-        raise ValueError(f"{os.fspath(path)!r} is not a checkpoint of a bandit run (banditkit.run)")
+    if meta.get("format") != gym_checkpoint.FORMAT:
+        raise ValueError(f"{os.fspath(path)!r} is not a checkpoint of a bandit run ({gym_checkpoint.FORMAT})")
     if meta.get("loop") == gym_checkpoint.LOOP:
         return gym_checkpoint.rounds(meta)
     return {int(s): int(meta["t_next"]) for s in meta["run"]["seeds"]}
