@@ -53,12 +53,13 @@ def probe(agent, state, env, seed: int, images: int = 20, draws: int = 50, param
     mean_params = post.mean(state.posterior)
     f_mean = jax.jit(agent.model.apply)
     f_draws = jax.jit(jax.vmap(agent.model.apply, in_axes=(0, None)))
+    lowrank = _lowrank_probe(post, state.posterior, agent.model.apply)
     rng = np.random.default_rng(seed)
     u = env.unwrapped
     X, y = u._X, u._y
     rows = []
     for digit in range(int(y.max()) + 1):
-        picked, z_true, z_sd, z_other = [], [], [], []
+        picked, z_true, z_sd, z_other, lin = [], [], [], [], []
         for i in rng.choice(np.flatnonzero(y == digit), images, replace=False):
             x = u._transform(X[i])  # the context the env gives for this image
             a = np.asarray(act(jax.random.split(jax.random.PRNGKey(int(i)), draws), state, x))
@@ -67,9 +68,52 @@ def probe(agent, state, env, seed: int, images: int = 20, draws: int = 50, param
             z_true.append(float(z[digit]))
             z_other.append(float(np.max(np.delete(z, digit))))
             z_sd.append(float(np.asarray(f_draws(thetas, x))[:, digit].std()))
+            if lowrank is not None:
+                lin.append(np.asarray(lowrank(x))[:, digit])
+        extra = {}
+        if lin:
+            sd_lin, capture, grad = np.mean(lin, axis=0)
+            extra = dict(logit_sd_lin=sd_lin, capture=capture, grad_norm=grad)
         rows.append(dict(digit=digit, p_pick=np.mean(picked), logit_true=np.mean(z_true), logit_sd=np.mean(z_sd),
-                         logit_other=np.mean(z_other)))
+                         logit_other=np.mean(z_other), **extra))
     return rows
+
+
+def _one_factor(ps) -> bool:
+    """Whether a posterior state has one low-rank factor ``cov (d, P)`` over all ``P`` parameters (LRKF)."""
+    return hasattr(ps, "cov") and hasattr(ps, "gram") and ps.mean.ndim == 1 and ps.cov.ndim == 2
+
+
+def _lowrank_probe(post, ps, apply_fn):
+    """For a posterior with one low-rank factor over all parameters (LRKF: ``Σ = CᵀC + q̄I``, ``C (d, P)`` with
+    orthogonal rows), a jitted ``x -> (3, K)``: per output ``k`` with gradient ``h_k = ∂f_k/∂θ`` at the mean, the
+    linearised sd ``√(‖C h_k‖² + q̄‖h_k‖²)`` of the logit over posterior draws, the share ``‖Ĉ h_k‖ / ‖h_k‖`` of the
+    gradient inside the factor's row space (``Ĉ`` the rows normalised) and ``‖h_k‖``; ``None`` for other posteriors.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    if not _one_factor(ps):
+        return None
+    c, q = ps.cov, ps.q
+    c_hat = c / jnp.sqrt(jnp.where(ps.gram > 0, ps.gram, 1.0))[:, None]
+
+    @jax.jit
+    def lowrank(x):
+        h = jax.jacrev(lambda th: apply_fn(post.mean(ps._replace(mean=th)), x))(ps.mean)  # (K, P)
+        norm = jnp.linalg.norm(h, axis=1)
+        sd = jnp.sqrt(jnp.sum((h @ c.T) ** 2, axis=1) + q * norm**2)
+        return jnp.stack([sd, jnp.linalg.norm(h @ c_hat.T, axis=1) / norm, norm])
+
+    return lowrank
+
+
+def spectrum(ps) -> np.ndarray | None:
+    """The factor's variances ``diag(C Cᵀ)`` (the nonzero eigenvalues of ``CᵀC``), largest first, for a posterior with
+    one low-rank factor over all parameters; ``None`` for others."""
+    if not _one_factor(ps):
+        return None
+    return np.sort(np.asarray(ps.gram))[::-1]
 
 
 def run_one(name: str, factory, seed: int, steps: int, probe_at: int, block: int):
@@ -101,6 +145,7 @@ def run_one(name: str, factory, seed: int, steps: int, probe_at: int, block: int
     state, _ = checkpoint.load(ck, template=template)  # the run's vmapped state: one seed
     state = jax.tree_util.tree_map(lambda a: a[0], state)
     probed = probe(agent, state, env, seed)
+    spec = spectrum(state.posterior)
     rest = bk.run(env, agent, steps, **kw)
     os.remove(ck)
     os.rmdir(os.path.dirname(ck))
@@ -115,7 +160,7 @@ def run_one(name: str, factory, seed: int, steps: int, probe_at: int, block: int
         blocks.append(dict(block_start=b0, rounds=len(part), reward=float(part.reward.mean()),
                            min_share=float(share.min()),
                            starved="[" + " ".join(str(a) for a in np.flatnonzero(share < STARVED)) + "]"))
-    return blocks, probed, float(df.reward.mean())
+    return blocks, probed, spec, float(df.reward.mean())
 
 
 def _arms(cell: str) -> list[int]:
@@ -193,12 +238,15 @@ def main(argv=None) -> None:
     for name, factory in agents.items():
         for seed in (int(s) for s in args.seeds.split(",")):
             tic = time.perf_counter()
-            blocks, probed, mean = run_one(name, factory, seed, args.steps, args.probe, args.block)
+            blocks, probed, spec, mean = run_one(name, factory, seed, args.steps, args.probe, args.block)
             meta = dict(agent=name, seed=seed, mean_reward=mean, wall_s=time.perf_counter() - tic,
                         command=common.command_line(), machine=common.machine(load=False),
                         load=common.load_average() or float("nan"))
             common.append_rows(os.path.join(args.out, f"{args.tag}_probe.csv"),
                                pd.DataFrame([dict(agent=name, seed=seed, probe=args.probe, **r) for r in probed]))
+            if spec is not None:
+                common.append_rows(os.path.join(args.out, f"{args.tag}_spectrum.csv"), pd.DataFrame(
+                    dict(agent=name, seed=seed, probe=args.probe, i=np.arange(len(spec)), variance=spec)))
             rows = common.append_rows(csv, pd.DataFrame([{**meta, **b} for b in blocks]))
             print(f"{name} seed {seed}: reward {mean:.3f}; starved blocks "
                   f"{sum(1 for b in blocks if b['starved'] != '[]')}/{len(blocks)}", flush=True)
