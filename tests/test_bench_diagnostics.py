@@ -361,3 +361,28 @@ def test_diag_starvation_merges_an_arms_consecutive_starved_blocks_and_tabulates
     line = next(x for x in (tmp_path / "t.md").read_text().splitlines() if x.startswith("| lrkf_ts_auth | 3 |"))
     # 4 starved arm-blocks × 100 rounds; only digit 9 is rarely picked; median |logit| of the true arms 300
     assert "| 400 |" in line and "| 9: -1900.0 ± 25.00 |" in line and line.endswith("| 300.0 |")
+
+
+def test_diag_starvation_lowrank_probe_matches_the_dense_covariance_of_an_lrkf_posterior():
+    """The probe's linearised logit sd is √(hᵀ(CᵀC + q̄I)h) of the dense covariance, its capture the share of ‖h‖ in
+    the factor's row space; the spectrum is diag(CCᵀ) largest first; other posteriors get ``None``."""
+    from banditkit.posteriors import diag_ekf, lrkf
+    from benchmarks import diag_starvation as ds
+
+    model = MLP(features=(3,), out=2)
+    x = jnp.linspace(-1.0, 1.0, 4)
+    params = model.init(jax.random.PRNGKey(0), x)
+    post = lrkf(model.apply, rank=3, init_cov=0.5, dynamics_cov=0.01)
+    s = post.predict(post.update(post.init(params), x, jnp.array([1.0, -1.0])))  # q̄ = 0.01 pending after predict
+    assert float(s.q) > 0
+    h = jax.jacrev(lambda th: model.apply(post.mean(s._replace(mean=th)), x))(s.mean)  # (2, P)
+    sigma = s.cov.T @ s.cov + s.q * jnp.eye(s.mean.size)
+    sd, capture, norm = np.asarray(ds._lowrank_probe(post, s, model.apply)(x))
+    np.testing.assert_allclose(sd, np.sqrt(np.einsum("kp,pq,kq->k", h, sigma, h)), rtol=1e-4)
+    q_rows, _ = np.linalg.qr(np.asarray(s.cov).T)  # an orthonormal basis of the row space
+    np.testing.assert_allclose(capture, np.linalg.norm(h @ q_rows, axis=1) / np.linalg.norm(h, axis=1), rtol=1e-4)
+    np.testing.assert_allclose(norm, np.linalg.norm(h, axis=1), rtol=1e-5)
+    assert 0 < capture.max() <= 1 + 1e-6
+    np.testing.assert_allclose(ds.spectrum(s), np.sort(np.sum(np.asarray(s.cov) ** 2, axis=1))[::-1], rtol=1e-5)
+    other = diag_ekf(model.apply).init(params)
+    assert ds._lowrank_probe(None, other, model.apply) is None and ds.spectrum(other) is None
