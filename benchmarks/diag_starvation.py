@@ -72,8 +72,9 @@ def probe(agent, state, env, seed: int, images: int = 20, draws: int = 50, param
                 lin.append(np.asarray(lowrank(x))[:, digit])
         extra = {}
         if lin:
-            sd_lin, capture, grad = np.mean(lin, axis=0)
-            extra = dict(logit_sd_lin=sd_lin, capture=capture, grad_norm=grad)
+            sd_lin, sd_factor, capture, grad = np.mean(lin, axis=0)
+            extra = dict(logit_sd_lin=sd_lin, logit_sd_factor=sd_factor, capture=capture, grad_norm=grad,
+                         q_pending=float(state.posterior.q))
         rows.append(dict(digit=digit, p_pick=np.mean(picked), logit_true=np.mean(z_true), logit_sd=np.mean(z_sd),
                          logit_other=np.mean(z_other), **extra))
     return rows
@@ -86,9 +87,10 @@ def _one_factor(ps) -> bool:
 
 def _lowrank_probe(post, ps, apply_fn):
     """For a posterior with one low-rank factor over all parameters (LRKF: ``Σ = CᵀC + q̄I``, ``C (d, P)`` with
-    orthogonal rows), a jitted ``x -> (3, K)``: per output ``k`` with gradient ``h_k = ∂f_k/∂θ`` at the mean, the
-    linearised sd ``√(‖C h_k‖² + q̄‖h_k‖²)`` of the logit over posterior draws, the share ``‖Ĉ h_k‖ / ‖h_k‖`` of the
-    gradient inside the factor's row space (``Ĉ`` the rows normalised) and ``‖h_k‖``; ``None`` for other posteriors.
+    orthogonal rows), a jitted ``x -> (4, K)``: per output ``k`` with gradient ``h_k = ∂f_k/∂θ`` at the mean, the
+    linearised sd ``√(‖C h_k‖² + q̄‖h_k‖²)`` of the logit over posterior draws, the factor's part of it ``‖C h_k‖``,
+    the share ``‖Ĉ h_k‖ / ‖h_k‖`` of the gradient inside the factor's row space (``Ĉ`` the rows normalised) and
+    ``‖h_k‖``; ``None`` for other posteriors.
     """
     import jax
     import jax.numpy as jnp
@@ -102,8 +104,9 @@ def _lowrank_probe(post, ps, apply_fn):
     def lowrank(x):
         h = jax.jacrev(lambda th: apply_fn(post.mean(ps._replace(mean=th)), x))(ps.mean)  # (K, P)
         norm = jnp.linalg.norm(h, axis=1)
-        sd = jnp.sqrt(jnp.sum((h @ c.T) ** 2, axis=1) + q * norm**2)
-        return jnp.stack([sd, jnp.linalg.norm(h @ c_hat.T, axis=1) / norm, norm])
+        factor = jnp.linalg.norm(h @ c.T, axis=1)
+        return jnp.stack([jnp.sqrt(factor**2 + q * norm**2), factor, jnp.linalg.norm(h @ c_hat.T, axis=1) / norm,
+                          norm])
 
     return lowrank
 

@@ -377,8 +377,9 @@ def test_diag_starvation_lowrank_probe_matches_the_dense_covariance_of_an_lrkf_p
     assert float(s.q) > 0
     h = jax.jacrev(lambda th: model.apply(post.mean(s._replace(mean=th)), x))(s.mean)  # (2, P)
     sigma = s.cov.T @ s.cov + s.q * jnp.eye(s.mean.size)
-    sd, capture, norm = np.asarray(ds._lowrank_probe(post, s, model.apply)(x))
+    sd, factor, capture, norm = np.asarray(ds._lowrank_probe(post, s, model.apply)(x))
     np.testing.assert_allclose(sd, np.sqrt(np.einsum("kp,pq,kq->k", h, sigma, h)), rtol=1e-4)
+    np.testing.assert_allclose(factor, np.sqrt(np.einsum("kp,pq,kq->k", h, s.cov.T @ s.cov, h)), rtol=1e-4)
     q_rows, _ = np.linalg.qr(np.asarray(s.cov).T)  # an orthonormal basis of the row space
     np.testing.assert_allclose(capture, np.linalg.norm(h @ q_rows, axis=1) / np.linalg.norm(h, axis=1), rtol=1e-4)
     np.testing.assert_allclose(norm, np.linalg.norm(h, axis=1), rtol=1e-5)
