@@ -186,6 +186,34 @@ def _runs_of(blocks: pd.DataFrame) -> str:
     return ", ".join(parts) if parts else "none"
 
 
+def _spread_table(probe_rows: pd.DataFrame, spectrum_csv: str) -> list[str]:
+    """Where a Thompson draw's spread of a logit comes from, for the runs probed with the low-rank probe (LRKF):
+    the isotropic ``q̄`` term ``√q̄ ‖h‖`` against the factor's ``‖C h‖``, medians over the 10 digits; and the factor's
+    variances."""
+    if "logit_sd_factor" not in probe_rows:
+        return []
+    p = probe_rows.dropna(subset=["logit_sd_factor"])
+    spec = pd.read_csv(spectrum_csv) if os.path.exists(spectrum_csv) else None
+    lines = ["", "Where a draw's spread comes from (runs with the low-rank probe).  Per digit, on its images, with "
+             "``h = ∂logit/∂θ`` of the true arm at the mean: the linearised draw sd ``√(‖C h‖² + q̄‖h‖²)`` splits "
+             "into the isotropic part ``√q̄ ‖h‖`` (``q̄`` the dynamics noise pending at the probe) and the factor's "
+             "``‖C h‖``; *capture* is ``‖Ĉ h‖ / ‖h‖``, the share of the gradient inside the factor's row space.  "
+             "Medians over the 10 digits.  The factor's variances ``diag(C Cᵀ)``: largest / median / smallest, and how "
+             "many are at least 1 (the initial coordinate rows, variance 1 + q·t, never informed by an observation).",
+             "", "| agent | seed | q̄ | draw sd (sampled) | √q̄ ‖h‖ | factor ‖C h‖ | factor's share of the draw variance "
+             "| capture | ‖h‖ | factor variances | ≥ 1 |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for (agent, seed), g in p.groupby(["agent", "seed"]):
+        iso = np.sqrt(g.q_pending) * g.grad_norm
+        share = g.logit_sd_factor**2 / g.logit_sd_lin**2
+        v = spec[(spec.agent == agent) & (spec.seed == seed)].variance.to_numpy() if spec is not None else []
+        v_txt = f"{v.max():.3g} / {np.median(v):.3g} / {v.min():.3g}" if len(v) else "–"
+        lines.append(f"| {agent} | {seed} | {g.q_pending.iloc[0]:.0e} | {g.logit_sd.median():.3f} | "
+                     f"{iso.median():.3f} | {g.logit_sd_factor.median():.3f} | {share.median():.1%} | "
+                     f"{g.capture.median():.2%} | {g.grad_norm.median():.0f} | {v_txt} | "
+                     f"{int((v >= 1).sum()) if len(v) else '–'} of {len(v)} |")
+    return lines
+
+
 def render(rows: pd.DataFrame, out: str, tag: str) -> None:
     probe_rows = pd.read_csv(os.path.join(out, f"{tag}_probe.csv"))
     lines = [f"# {__doc__.splitlines()[0]}", "", __doc__.split("\n\n")[1].replace("\n", " "), ""]
@@ -209,6 +237,7 @@ def render(rows: pd.DataFrame, out: str, tag: str) -> None:
         lines.append(f"| {agent} | {seed} | {g.mean_reward.iloc[0]:.3f} | {late_r:.3f} | {starved_rounds} | "
                      f"{_runs_of(g)} | {int(p.probe.iloc[0]) if len(p) else ''} | {rare_txt or 'none'} | "
                      f"{p.logit_true.abs().median():.1f} |")
+    lines += _spread_table(probe_rows, os.path.join(out, f"{tag}_spectrum.csv"))
     lines += ["", "Probe per digit (all runs): P(TS picks the true arm), true arm's mean logit (draw sd), best other "
               "arm's mean logit.", "", "| agent | seed | " + " | ".join(f"digit {d}" for d in range(10)) + " |",
               "|---|---|" + "---|" * 10]

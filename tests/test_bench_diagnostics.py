@@ -387,3 +387,18 @@ def test_diag_starvation_lowrank_probe_matches_the_dense_covariance_of_an_lrkf_p
     np.testing.assert_allclose(ds.spectrum(s), np.sort(np.sum(np.asarray(s.cov) ** 2, axis=1))[::-1], rtol=1e-5)
     other = diag_ekf(model.apply).init(params)
     assert ds._lowrank_probe(None, other, model.apply) is None and ds.spectrum(other) is None
+
+
+def test_diag_starvation_spread_table_splits_a_draws_variance_into_the_isotropic_and_the_factor_part(tmp_path):
+    from benchmarks import diag_starvation as ds
+
+    assert ds._spread_table(pd.DataFrame(dict(digit=[0])), str(tmp_path / "none.csv")) == []  # an older probe
+    # ‖h‖ = 50, q̄ = 1e-6: the isotropic part 0.05; the factor's 0.0375 gives 0.0625 in all, a 36 % share
+    probe = pd.DataFrame([dict(agent="lrkf_ts_auth", seed=3, digit=d, logit_sd=0.06, logit_sd_lin=0.0625,
+                               logit_sd_factor=0.0375, capture=0.002, grad_norm=50.0, q_pending=1e-6)
+                          for d in range(10)])
+    pd.DataFrame(dict(agent="lrkf_ts_auth", seed=3, probe=200, i=range(4), variance=[1.02, 1.01, 0.5, 1e-3])).to_csv(
+        tmp_path / "s.csv", index=False)
+    line = ds._spread_table(probe, str(tmp_path / "s.csv"))[-1]
+    assert line == ("| lrkf_ts_auth | 3 | 1e-06 | 0.060 | 0.050 | 0.037 | 36.0% | 0.20% | 50 | 1.02 / 0.755 / 0.001 | "
+                    "2 of 4 |")
