@@ -74,7 +74,7 @@ def probe(agent, state, env, seed: int, images: int = 20, draws: int = 50, param
         if lin:
             sd_lin, sd_factor, capture, grad = np.mean(lin, axis=0)
             extra = dict(logit_sd_lin=sd_lin, logit_sd_factor=sd_factor, capture=capture, grad_norm=grad,
-                         q_pending=float(state.posterior.q))
+                         q_pending=float(_factor_blocks(state.posterior)[0][3]))
         rows.append(dict(digit=digit, p_pick=np.mean(picked), logit_true=np.mean(z_true), logit_sd=np.mean(z_sd),
                          logit_other=np.mean(z_other), **extra))
     return rows
@@ -85,28 +85,45 @@ def _one_factor(ps) -> bool:
     return hasattr(ps, "cov") and hasattr(ps, "gram") and ps.mean.ndim == 1 and ps.cov.ndim == 2
 
 
+def _factor_blocks(ps) -> list[tuple[str, object, object, object]] | None:
+    """``(mean field, C (d, D), diag(C Cᵀ) (d,), q̄)`` per block whose covariance is ``CᵀC + q̄I``: LRKF's one block,
+    LoLoFi's hidden and last blocks; ``None`` for other posteriors (HiLoFi's full last layer among them)."""
+    if _one_factor(ps):
+        return [("mean", ps.cov, ps.gram, ps.q)]
+    if hasattr(ps, "cov_hidden") and ps.gram_last.size and ps.cov_last.ndim == 2:
+        return [("mean_hidden", ps.cov_hidden, ps.gram_hidden, ps.q_hidden),
+                ("mean_last", ps.cov_last, ps.gram_last, ps.q_last)]
+    return None
+
+
 def _lowrank_probe(post, ps, apply_fn):
-    """For a posterior with one low-rank factor over all parameters (LRKF: ``Σ = CᵀC + q̄I``, ``C (d, P)`` with
-    orthogonal rows), a jitted ``x -> (4, K)``: per output ``k`` with gradient ``h_k = ∂f_k/∂θ`` at the mean, the
-    linearised sd ``√(‖C h_k‖² + q̄‖h_k‖²)`` of the logit over posterior draws, the factor's part of it ``‖C h_k‖``,
-    the share ``‖Ĉ h_k‖ / ‖h_k‖`` of the gradient inside the factor's row space (``Ĉ`` the rows normalised) and
-    ``‖h_k‖``; ``None`` for other posteriors.
-    """
+    """For a posterior whose blocks each have covariance ``Σ_i = C_iᵀC_i + q̄_i I`` with a low-rank factor ``C_i (d_i,
+    D_i)`` of orthogonal rows (LRKF: one block over all parameters; LoLoFi: hidden and last layer), a jitted ``x -> (4,
+    K)``: per output ``k`` with gradient ``h_k = ∂f_k/∂θ`` at the mean (``h_ki`` its part in block ``i``), the
+    linearised sd ``√Σ_i(‖C_i h_ki‖² + q̄_i‖h_ki‖²)`` of the logit over posterior draws, the factors' part of it
+    ``√Σ_i‖C_i h_ki‖²``, the share ``√Σ_i‖Ĉ_i h_ki‖² / ‖h_k‖`` of the gradient inside the factors' row spaces (``Ĉ_i``
+    the rows normalised) and ``‖h_k‖``; ``None`` for other posteriors."""
     import jax
     import jax.numpy as jnp
 
-    if not _one_factor(ps):
+    blocks = _factor_blocks(ps)
+    if blocks is None:
         return None
-    c, q = ps.cov, ps.q
-    c_hat = c / jnp.sqrt(jnp.where(ps.gram > 0, ps.gram, 1.0))[:, None]
+    fields = [b[0] for b in blocks]
 
     @jax.jit
     def lowrank(x):
-        h = jax.jacrev(lambda th: apply_fn(post.mean(ps._replace(mean=th)), x))(ps.mean)  # (K, P)
-        norm = jnp.linalg.norm(h, axis=1)
-        factor = jnp.linalg.norm(h @ c.T, axis=1)
-        return jnp.stack([jnp.sqrt(factor**2 + q * norm**2), factor, jnp.linalg.norm(h @ c_hat.T, axis=1) / norm,
-                          norm])
+        hs = jax.jacrev(lambda ms: apply_fn(post.mean(ps._replace(**dict(zip(fields, ms, strict=True)))), x))(
+            tuple(getattr(ps, f) for f in fields))  # per block (K, D_i)
+        factor2 = iso2 = cap2 = norm2 = 0.0
+        for h, (_, c, gram, q) in zip(hs, blocks, strict=True):
+            n2 = jnp.sum(h**2, axis=1)
+            c_hat = c / jnp.sqrt(jnp.where(gram > 0, gram, 1.0))[:, None]
+            factor2 += jnp.sum((h @ c.T) ** 2, axis=1)
+            iso2 += q * n2
+            cap2 += jnp.sum((h @ c_hat.T) ** 2, axis=1)
+            norm2 += n2
+        return jnp.stack([jnp.sqrt(factor2 + iso2), jnp.sqrt(factor2), jnp.sqrt(cap2 / norm2), jnp.sqrt(norm2)])
 
     return lowrank
 
@@ -196,14 +213,16 @@ def _spread_table(probe_rows: pd.DataFrame, spectrum_csv: str) -> list[str]:
     spec = pd.read_csv(spectrum_csv) if os.path.exists(spectrum_csv) else None
     lines = ["", "Where a draw's spread comes from (runs with the low-rank probe).  Per digit, on its images, with "
              "``h = ∂logit/∂θ`` of the true arm at the mean: the linearised draw sd ``√(‖C h‖² + q̄‖h‖²)`` splits "
-             "into the isotropic part ``√q̄ ‖h‖`` (``q̄`` the dynamics noise pending at the probe) and the factor's "
-             "``‖C h‖``; *capture* is ``‖Ĉ h‖ / ‖h‖``, the share of the gradient inside the factor's row space.  "
-             "Medians over the 10 digits.  The factor's variances ``diag(C Cᵀ)``: largest / median / smallest, and how "
-             "many are at least 1 (the initial coordinate rows, variance 1 + q·t, never informed by an observation).",
-             "", "| agent | seed | q̄ | draw sd (sampled) | √q̄ ‖h‖ | factor ‖C h‖ | factor's share of the draw variance "
-             "| capture | ‖h‖ | factor variances | ≥ 1 |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "into the isotropic part ``√q̄ ‖h‖`` (``q̄`` the dynamics noise pending at the probe; LoLoFi: summed over "
+             "its hidden and last blocks, ``q̄`` of the hidden block shown) and the factor's ``‖C h‖``; *capture* is "
+             "``‖Ĉ h‖ / ‖h‖``, the share of the gradient inside the factor's row space.  "
+             "Medians over the 10 digits.  LRKF's factor variances ``diag(C Cᵀ)``: largest / median / smallest, and "
+             "how many are at least 1 (its initial coordinate rows, variance 1 + q·t, never informed by an "
+             "observation).",
+             "", "| agent | seed | q̄ | draw sd (sampled) | isotropic √q̄ ‖h‖ | factor ‖C h‖ | factor's share of the "
+             "draw variance | capture | ‖h‖ | factor variances | ≥ 1 |", "|---" * 11 + "|"]
     for (agent, seed), g in p.groupby(["agent", "seed"]):
-        iso = np.sqrt(g.q_pending) * g.grad_norm
+        iso = np.sqrt(np.maximum(g.logit_sd_lin**2 - g.logit_sd_factor**2, 0.0))  # Σ_i q̄_i‖h_i‖²
         share = g.logit_sd_factor**2 / g.logit_sd_lin**2
         v = spec[(spec.agent == agent) & (spec.seed == seed)].variance.to_numpy() if spec is not None else []
         v_txt = f"{v.max():.3g} / {np.median(v):.3g} / {v.min():.3g}" if len(v) else "–"

@@ -402,3 +402,27 @@ def test_diag_starvation_spread_table_splits_a_draws_variance_into_the_isotropic
     line = ds._spread_table(probe, str(tmp_path / "s.csv"))[-1]
     assert line == ("| lrkf_ts_auth | 3 | 1e-06 | 0.060 | 0.050 | 0.037 | 36.0% | 0.20% | 50 | 1.02 / 0.755 / 0.001 | "
                     "2 of 4 |")
+
+
+def test_diag_starvation_lowrank_probe_sums_lolofis_hidden_and_last_blocks():
+    """LoLoFi: the linearised sd is √(Σ_i h_iᵀ(C_iᵀC_i + q̄_i I)h_i) over the hidden and last blocks; HiLoFi's full last
+    layer is not probed."""
+    from banditkit.posteriors import hilofi, lolofi
+    from benchmarks import diag_starvation as ds
+
+    model = MLP(features=(3,), out=2)
+    x = jnp.linspace(-1.0, 1.0, 4)
+    params = model.init(jax.random.PRNGKey(0), x)
+    post = lolofi(model.apply, rank=2, rank_last=3, init_cov_hidden=0.5, init_cov_last=0.3, dynamics_cov=0.01)
+    s = post.predict(post.update(post.init(params), x, jnp.array([1.0, -1.0])))
+    fields = ("mean_hidden", "mean_last")
+    jh, jl = jax.jacrev(lambda ms: model.apply(post.mean(s._replace(**dict(zip(fields, ms, strict=True)))), x))(
+        (s.mean_hidden, s.mean_last))
+    var = (np.einsum("kp,pq,kq->k", jh, s.cov_hidden.T @ s.cov_hidden + s.q_hidden * jnp.eye(jh.shape[1]), jh)
+           + np.einsum("kp,pq,kq->k", jl, s.cov_last.T @ s.cov_last + s.q_last * jnp.eye(jl.shape[1]), jl))
+    sd, factor, capture, norm = np.asarray(ds._lowrank_probe(post, s, model.apply)(x))
+    np.testing.assert_allclose(sd, np.sqrt(var), rtol=1e-4)
+    assert np.all(factor < sd) and np.all((capture > 0) & (capture <= 1 + 1e-6))
+    np.testing.assert_allclose(norm, np.sqrt(np.sum(jh**2, 1) + np.sum(jl**2, 1)), rtol=1e-5)
+    assert ds.spectrum(s) is None  # the spectrum is LRKF's one factor only
+    assert ds._lowrank_probe(None, hilofi(model.apply, rank=2).init(params), model.apply) is None
