@@ -9,8 +9,10 @@ the reward per round and how often each arm was played; an arm played in under 1
 *starved* there (each digit is 10 % of the images, so a starved arm costs about 0.1 reward per round).  The probe,
 on 20 test images of each digit: how often Thompson sampling picks the true arm (50 draws per image), the
 posterior-mean logit of the true arm and the best other arm, and the standard deviation of the true arm's logit
-over 200 posterior draws.  Writes ``TAG.csv`` (blocks), ``TAG_probe.csv`` and ``TAG.md``; processes (one per core)
-append their rows, ``--render`` rewrites the table.
+over 200 posterior draws; for LRKF and LoLoFi, that sd linearised and split into the isotropic part of the pending
+dynamics noise ``q̄`` and the low-rank factors' part, with the share of the logit's gradient inside the factors' row
+space.  Writes ``TAG.csv`` (blocks), ``TAG_probe.csv``, LRKF's factor variances at the probe ``TAG_spectrum.csv`` and
+``TAG.md``; processes (one per core) append their rows, ``--render`` rewrites the table.
 
 Usage::
 
