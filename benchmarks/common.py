@@ -1116,6 +1116,28 @@ def coordinate_init(factory: Callable, loading: float | None = None) -> Callable
     return make
 
 
+def scaled_draws(factory: Callable, scale: float) -> Callable:
+    """A diagnostic: the LRKF agent of ``factory`` whose Thompson draws use ``scale`` times the pending isotropic
+    variance, ``θ̃ = μ + Cᵀε + √(scale·q̄) z``, while its filter (mean step and factor) keeps ``q̄``: it separates what
+    the dynamics noise does to exploration (the draws' spread, about ``√q̄ ‖h‖`` for a logit with gradient ``h``) from
+    what it does to learning (the isotropic gradient step ``q̄ Hᵀ S⁻¹ε``).  The posterior's ``hyper`` carries
+    ``draw_q_scale`` for probes."""
+
+    def make(env):
+        agent = factory(env)
+        post = agent.posterior
+
+        def sample(key, state):
+            return post.sample(key, state._replace(q=state.q * scale))
+
+        agent.posterior = post._replace(sample=sample, hyper=dict(post.hyper, draw_q_scale=scale))
+        return agent
+
+    make.spec = factory.spec
+    make.hyper = dict(factory.hyper, draw_q_scale=scale)
+    return make
+
+
 def seed003_agents(*, rank: int = 50, rank_last: int = 100, q: float = 1e-6, cov: float = 0.1,
                    lrkf_cov: float = 1.0, lofi_cov: float = float(np.exp(-8.0)), lofi_rank: int | None = None,
                    eps_greedy: bool = True, model=None) -> dict[str, Callable]:
@@ -1173,6 +1195,11 @@ def seed003_agents(*, rank: int = 50, rank_last: int = 100, q: float = 1e-6, cov
                 # a random walk's steady state (posterior variance ~ sqrt(q R) per observed direction) would?
                 "auth_q1e-5": coordinate_init(_agent(ts, dict(post, dynamics_cov=10 * q), **auth_lik)),
                 "auth_q1e-4": coordinate_init(_agent(ts, dict(post, dynamics_cov=100 * q), **auth_lik)),
+                # ... and each half of it: draws with 100x q̄ while the filter keeps q (exploration only), and the
+                # filter with 100x q while the draws use q (learning only)
+                "auth_draw100": scaled_draws(coordinate_init(_agent(ts, post, **auth_lik)), 100.0),
+                "auth_q1e-4_draw1": scaled_draws(coordinate_init(_agent(ts, dict(post, dynamics_cov=100 * q),
+                                                                        **auth_lik)), 0.01),
                 "coord_r1e-4": coordinate_init(_agent(ts, post, obs_noise=1e-4, **m)),
                 # random rows with a smaller prior variance: at the start ‖CHᵀ‖² ≈ init_cov·d/P·‖H‖², below the
                 # q step's q‖H‖² for init_cov = 1e-3 (d/P ≈ 8e-4 on LeNet5), as with the coordinate factor (measured:

@@ -76,7 +76,7 @@ def probe(agent, state, env, seed: int, images: int = 20, draws: int = 50, param
         if lin:
             sd_lin, sd_factor, capture, grad = np.mean(lin, axis=0)
             extra = dict(logit_sd_lin=sd_lin, logit_sd_factor=sd_factor, capture=capture, grad_norm=grad,
-                         q_pending=float(_factor_blocks(state.posterior)[0][3]))
+                         q_pending=float(_factor_blocks(state.posterior)[0][3]) * post.hyper.get("draw_q_scale", 1.0))
         rows.append(dict(digit=digit, p_pick=np.mean(picked), logit_true=np.mean(z_true), logit_sd=np.mean(z_sd),
                          logit_other=np.mean(z_other), **extra))
     return rows
@@ -112,6 +112,8 @@ def _lowrank_probe(post, ps, apply_fn):
     if blocks is None:
         return None
     fields = [b[0] for b in blocks]
+    scale = float(post.hyper.get("draw_q_scale", 1.0))  # common.scaled_draws: the draws' q̄ is scale × the filter's
+    blocks = [(f, c, g, scale * q) for f, c, g, q in blocks]
 
     @jax.jit
     def lowrank(x):

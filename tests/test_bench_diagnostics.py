@@ -426,3 +426,31 @@ def test_diag_starvation_lowrank_probe_sums_lolofis_hidden_and_last_blocks():
     np.testing.assert_allclose(norm, np.sqrt(np.sum(jh**2, 1) + np.sum(jl**2, 1)), rtol=1e-5)
     assert ds.spectrum(s) is None  # the spectrum is LRKF's one factor only
     assert ds._lowrank_probe(None, hilofi(model.apply, rank=2).init(params), model.apply) is None
+
+
+def test_scaled_draws_widens_only_the_thompson_draws_isotropic_part():
+    """common.scaled_draws: the draws' pending variance is ``scale·q̄`` (sd ×10 for scale 100 off the factor's row
+    space); the filter's update and its ``q̄`` are untouched; probes read the scale from ``hyper``."""
+    from jax.flatten_util import ravel_pytree
+
+    from banditkit.posteriors import lrkf
+
+    model = MLP(features=(3,), out=2)
+    x = jnp.linspace(-1.0, 1.0, 4)
+    params = model.init(jax.random.PRNGKey(0), x)
+
+    class Agent:  # what the factory returns: an object with a ``posterior``
+        posterior = lrkf(model.apply, rank=1, init_cov=1e-8, dynamics_cov=1e-2)
+
+    def factory(env):
+        return Agent()
+
+    factory.spec, factory.hyper = "lrkf-thompson", {}
+    base = Agent.posterior
+    wide = common.scaled_draws(factory, 100.0)(None).posterior
+    assert wide.hyper["draw_q_scale"] == 100.0 and wide.update is base.update and wide.predict is base.predict
+    s = base.predict(base.init(params))  # q̄ = 1e-2, the factor ~0
+    keys = jax.random.split(jax.random.PRNGKey(1), 400)
+    sd_base = np.std(np.stack([ravel_pytree(base.sample(k, s))[0] for k in keys[:200]]), axis=0).mean()
+    sd_wide = np.std(np.stack([ravel_pytree(wide.sample(k, s))[0] for k in keys[200:]]), axis=0).mean()
+    assert 0.085 < sd_base < 0.115 and 0.85 < sd_wide < 1.15  # √1e-2 and √1
