@@ -1177,6 +1177,10 @@ def seed003_agents(*, rank: int = 50, rank_last: int = 100, q: float = 1e-6, cov
             variants["auth"] = coordinate_init(_agent(ts, dict(post, init_cov_last=cov**2), **auth_lik), loading=cov)
         if spec == "lolofi":  # their factors (loading 0.1, variance 0.01)
             variants["auth"] = coordinate_init(_agent(ts, post, **auth_lik), loading=cov)
+            # ... with 100x the dynamics noise (1e-4): does it end LoLoFi's arm starvation as it does LRKF's?
+            # (results/diag_starvation_q.md)
+            variants["auth_q1e-4"] = coordinate_init(_agent(ts, dict(post, dynamics_cov=100 * q), **auth_lik),
+                                                     loading=cov)
         if spec == "lrkf":
             variants |= {
                 "bern": _agent(ts, post, likelihood=bk.likelihoods.Bernoulli(1e-4), **m),
