@@ -233,7 +233,7 @@ def _spread_table(probe_rows: pd.DataFrame, spectrum_csv: str) -> list[str]:
         lines.append(f"| {agent} | {seed} | {g.q_pending.iloc[0]:.0e} | {g.logit_sd.median():.3f} | "
                      f"{iso.median():.3f} | {g.logit_sd_factor.median():.3f} | {share.median():.1%} | "
                      f"{g.capture.median():.2%} | {g.grad_norm.median():.0f} | {v_txt} | "
-                     f"{int((v >= 1).sum()) if len(v) else '–'} of {len(v)} |")
+                     f"{f'{int((v >= 1).sum())} of {len(v)}' if len(v) else '–'} |")
     return lines
 
 
