@@ -1195,8 +1195,8 @@ def seed003_agents(*, rank: int = 50, rank_last: int = 100, q: float = 1e-6, cov
                 "auth_v1e-2": coordinate_init(_agent(ts, post, likelihood=SigmoidFixedNoise(1e-2), **m)),
                 # ... and with a rank-10 factor instead of 50: whether the factor's rank sets how far draws move a logit
                 "auth_d10": coordinate_init(_agent(ts, dict(post, rank=10), **auth_lik)),
-                # ... and with 10x / 100x the dynamics noise q (1e-5, 1e-4 for 1e-6): does q set the draws' spread, as
-                # a random walk's steady state (posterior variance ~ sqrt(q R) per observed direction) would?
+                # ... and with 10x / 100x the dynamics noise q (1e-5, 1e-4 for 1e-6): does q set the draws' spread?
+                # (it does, as the isotropic √q̄‖h‖, and 1e-4 ends the starvation: results/diag_starvation_q.md)
                 "auth_q1e-5": coordinate_init(_agent(ts, dict(post, dynamics_cov=10 * q), **auth_lik)),
                 "auth_q1e-4": coordinate_init(_agent(ts, dict(post, dynamics_cov=100 * q), **auth_lik)),
                 # ... and each half of it: draws with 100x q̄ while the filter keeps q (exploration only), and the

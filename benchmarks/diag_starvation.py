@@ -76,7 +76,7 @@ def probe(agent, state, env, seed: int, images: int = 20, draws: int = 50, param
         if lin:
             sd_lin, sd_factor, capture, grad = np.mean(lin, axis=0)
             extra = dict(logit_sd_lin=sd_lin, logit_sd_factor=sd_factor, capture=capture, grad_norm=grad,
-                         q_pending=float(_factor_blocks(state.posterior)[0][3]) * post.hyper.get("draw_q_scale", 1.0))
+                         q_pending=float(_draw_blocks(post, state.posterior)[0][3]))
         rows.append(dict(digit=digit, p_pick=np.mean(picked), logit_true=np.mean(z_true), logit_sd=np.mean(z_sd),
                          logit_other=np.mean(z_other), **extra))
     return rows
@@ -98,6 +98,15 @@ def _factor_blocks(ps) -> list[tuple[str, object, object, object]] | None:
     return None
 
 
+def _draw_blocks(post, ps) -> list[tuple[str, object, object, object]] | None:
+    """:func:`_factor_blocks` with each ``q̄`` as the Thompson draws use it: times ``common.scaled_draws``' scale."""
+    blocks = _factor_blocks(ps)
+    if blocks is None:
+        return None
+    scale = float(post.hyper.get("draw_q_scale", 1.0))
+    return [(f, c, g, scale * q) for f, c, g, q in blocks]
+
+
 def _lowrank_probe(post, ps, apply_fn):
     """For a posterior whose blocks each have covariance ``Σ_i = C_iᵀC_i + q̄_i I`` with a low-rank factor ``C_i (d_i,
     D_i)`` of orthogonal rows (LRKF: one block over all parameters; LoLoFi: hidden and last layer), a jitted ``x -> (4,
@@ -108,12 +117,10 @@ def _lowrank_probe(post, ps, apply_fn):
     import jax
     import jax.numpy as jnp
 
-    blocks = _factor_blocks(ps)
+    blocks = _draw_blocks(post, ps)
     if blocks is None:
         return None
     fields = [b[0] for b in blocks]
-    scale = float(post.hyper.get("draw_q_scale", 1.0))  # common.scaled_draws: the draws' q̄ is scale × the filter's
-    blocks = [(f, c, g, scale * q) for f, c, g, q in blocks]
 
     @jax.jit
     def lowrank(x):
@@ -208,7 +215,7 @@ def _runs_of(blocks: pd.DataFrame) -> str:
 
 
 def _spread_table(probe_rows: pd.DataFrame, spectrum_csv: str) -> list[str]:
-    """Where a Thompson draw's spread of a logit comes from, for the runs probed with the low-rank probe (LRKF):
+    """Where a Thompson draw's spread of a logit comes from, for the runs probed with the low-rank probe (LRKF, LoLoFi):
     the isotropic ``q̄`` term ``√q̄ ‖h‖`` against the factor's ``‖C h‖``, medians over the 10 digits; and the factor's
     variances."""
     if "logit_sd_factor" not in probe_rows:
