@@ -1182,12 +1182,14 @@ def seed003_agents(*, rank: int = 50, rank_last: int = 100, q: float = 1e-6, cov
             variants["auth_q1e-4"] = coordinate_init(_agent(ts, dict(post, dynamics_cov=100 * q), **auth_lik),
                                                      loading=cov)
         if spec == "lrkf":
+            auth = coordinate_init(_agent(ts, post, **auth_lik))
+            auth_q1e4 = coordinate_init(_agent(ts, dict(post, dynamics_cov=100 * q), **auth_lik))
             variants |= {
                 "bern": _agent(ts, post, likelihood=bk.likelihoods.Bernoulli(1e-4), **m),
                 "sigm": _agent(ts, post, **auth_lik),
                 "pred": _agent(f"{spec}-thompson_predictive", post, **m),
                 "coord": coordinate_init(_agent(ts, post, **m)),
-                "auth": coordinate_init(_agent(ts, post, **auth_lik)),
+                "auth": auth,
                 # without dynamics noise (q = 0: the factor's row space never leaves the first d coordinates)
                 "auth_q0": coordinate_init(_agent(ts, dict(post, dynamics_cov=0.0), **auth_lik)),
                 # the authors' configuration with a 100x larger fixed variance (1e-2): a wider posterior, to test
@@ -1198,12 +1200,11 @@ def seed003_agents(*, rank: int = 50, rank_last: int = 100, q: float = 1e-6, cov
                 # ... and with 10x / 100x the dynamics noise q (1e-5, 1e-4 for 1e-6): does q set the draws' spread?
                 # (it does, as the isotropic √q̄‖h‖, and 1e-4 ends the starvation: results/diag_starvation_q.md)
                 "auth_q1e-5": coordinate_init(_agent(ts, dict(post, dynamics_cov=10 * q), **auth_lik)),
-                "auth_q1e-4": coordinate_init(_agent(ts, dict(post, dynamics_cov=100 * q), **auth_lik)),
+                "auth_q1e-4": auth_q1e4,
                 # ... and each half of it: draws with 100x q̄ while the filter keeps q (exploration only), and the
                 # filter with 100x q while the draws use q (learning only)
-                "auth_draw100": scaled_draws(coordinate_init(_agent(ts, post, **auth_lik)), 100.0),
-                "auth_q1e-4_draw1": scaled_draws(coordinate_init(_agent(ts, dict(post, dynamics_cov=100 * q),
-                                                                        **auth_lik)), 0.01),
+                "auth_draw100": scaled_draws(auth, 100.0),
+                "auth_q1e-4_draw1": scaled_draws(auth_q1e4, 0.01),
                 "coord_r1e-4": coordinate_init(_agent(ts, post, obs_noise=1e-4, **m)),
                 # random rows with a smaller prior variance: at the start ‖CHᵀ‖² ≈ init_cov·d/P·‖H‖², below the
                 # q step's q‖H‖² for init_cov = 1e-3 (d/P ≈ 8e-4 on LeNet5), as with the coordinate factor (measured:
