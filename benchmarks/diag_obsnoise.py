@@ -13,6 +13,9 @@ Inputs (``--results``), each from its own command (listed in the output):
 - ``diag_obsnoise_showdown_{shuttle,adult,mushroom}_seeds.csv``: ``bench_showdown.py --tag diag_obsnoise_showdown``
 - ``diag_obsnoise_movielens_seeds.csv``: ``bench_movielens.py --tag diag_obsnoise_movielens``
 - ``diag_lowrank_mnist_seeds.csv``: ``bench_mnist.py --protocol seed003 --tag diag_lowrank_mnist``
+- MNIST at the protocol's 40,000 rounds, the three variances from three tables: 0.1 from ``mnist_seed003_seeds.csv``
+  and ``mnist_seed003_more_seeds.csv`` (item 1's own rows, 5 seeds), 1e-2 from ``diag_lowrank_mnist_40k_seeds.csv``
+  and 1e-4 from ``diag_obsnoise_mnist_40k_seeds.csv`` (3 seeds each, seeds 0-2, the first three of the 0.1 rows')
 
 Usage::
 
@@ -36,10 +39,14 @@ from benchmarks import common  # noqa: E402
 RENDER_ONLY = True
 BACKENDS = ("hilofi_ts", "lrkf_ts", "lolofi_ts", "lofi_ts")
 VARIANCES = {"": 0.1, "_r1e-2": 1e-2, "_r1e-4": 1e-4}
-# (environment, seeds CSV, what one observed reward's noise is: the variance of r / reward_scale given the context
-# and arm, from the environment's definition)
+# (environment, seeds CSV(s), what one observed reward's noise is: the variance of r / reward_scale given the context
+# and arm, from the environment's definition).  A tuple of CSVs is read as one: each agent must be in one of them.
+MNIST_NOISE = "0 (the label is known given the image)"
 SOURCES = (
-    ("MNIST (LeNet5)", "diag_lowrank_mnist_seeds.csv", "0 (the label is known given the image)"),
+    ("MNIST (LeNet5)", "diag_lowrank_mnist_seeds.csv", MNIST_NOISE),
+    ("MNIST (LeNet5), 40k rounds", ("mnist_seed003_seeds.csv", "mnist_seed003_more_seeds.csv",
+                                    "diag_lowrank_mnist_40k_seeds.csv", "diag_obsnoise_mnist_40k_seeds.csv"),
+     MNIST_NOISE),
     ("Shuttle", "diag_obsnoise_showdown_shuttle_seeds.csv", "0"),
     ("Adult", "diag_obsnoise_showdown_adult_seeds.csv", "0 given the row (rows that share features may differ)"),
     ("Mushroom", "diag_obsnoise_showdown_mushroom_seeds.csv",
@@ -51,18 +58,20 @@ COMMANDS = (
     "--agents AGENTS` (run as several commands, each listed in `diag_lowrank_mnist.md`)",
     "python benchmarks/bench_showdown.py --steps 5000 --seeds 10 --tag diag_obsnoise_showdown --agents AGENTS",
     "python benchmarks/bench_movielens.py --steps 5000 --seeds 5 --tag diag_obsnoise_movielens --agents AGENTS",
+    "python benchmarks/bench_mnist.py --protocol seed003 --steps 40000 --seeds 3 --chunk 1000 --tag "
+    "diag_obsnoise_mnist_40k --agents lrkf_ts_r1e-4,lofi_ts_r1e-4,lolofi_ts_r1e-4` (the 1e-4 rows at 40,000 rounds, "
+    "one command per agent, listed in `diag_obsnoise_mnist_40k.md`; their 0.1 and 1e-2 rows are item 1's tables "
+    "`mnist_seed003.md`, `mnist_seed003_more.md` and `diag_lowrank_mnist_40k.md`)",
 )
 
 
 def collect(results: str) -> pd.DataFrame:
     """One row per (environment, backend, variance) found: seeds, steps, mean reward per round ± s.e."""
     rows = []
-    for env, fname, _ in SOURCES:
-        path = os.path.join(results, fname)
-        if not os.path.exists(path):
-            print(f"skipping {env}: {path} not found (run its command first)", file=sys.stderr)
+    for env, fnames, _ in SOURCES:
+        df = _read(results, env, (fnames,) if isinstance(fnames, str) else fnames)
+        if df is None:
             continue
-        df = pd.read_csv(path)
         for backend in BACKENDS:
             for suffix, r in VARIANCES.items():
                 g = df[df["agent"] == backend + suffix]
@@ -70,7 +79,7 @@ def collect(results: str) -> pd.DataFrame:
                     continue
                 steps = set(g["steps"])
                 if len(steps) != 1:
-                    raise SystemExit(f"{fname}: {backend + suffix} has rows of different lengths {sorted(steps)}")
+                    raise SystemExit(f"{env}: {backend + suffix} has rows of different lengths {sorted(steps)}")
                 rows.append(dict(env=env, backend=backend, obs_noise=r, seeds=len(g), steps=steps.pop(),
                                  mean_reward=float(g["mean_reward"].mean()), se=common.se(g["mean_reward"]),
                                  nonfinite_seeds=int(g["nonfinite_by"].notna().sum())
@@ -78,6 +87,21 @@ def collect(results: str) -> pd.DataFrame:
                                  per_seed=dict(zip(g["seed"].astype(int), g["mean_reward"].astype(float),
                                                    strict=True))))
     return pd.DataFrame(rows)
+
+
+def _read(results: str, env: str, fnames: tuple[str, ...]) -> pd.DataFrame | None:
+    """The seed rows of ``fnames`` in ``results`` as one frame (``None``, said on stderr, where one is missing); an
+    agent found in two of them is an error, not a silent pick."""
+    missing = [f for f in fnames if not os.path.exists(os.path.join(results, f))]
+    if missing:
+        print(f"skipping {env}: {', '.join(missing)} not found in {results} (run its command first)", file=sys.stderr)
+        return None
+    frames = [pd.read_csv(os.path.join(results, f)).assign(_file=f) for f in fnames]
+    df = pd.concat(frames, ignore_index=True)
+    twice = df.groupby("agent")["_file"].nunique()
+    if (twice > 1).any():
+        raise SystemExit(f"{env}: agents {sorted(twice[twice > 1].index)} are in more than one of {list(fnames)}")
+    return df
 
 
 def paired_gain(best: dict, default: dict) -> tuple[float, float]:
@@ -103,7 +127,11 @@ def render(df: pd.DataFrame) -> list[str]:
             x = g.loc[r]
             text = f"{x.mean_reward:.4f} ± {x.se:.4f}" + (" (NaN/inf)" if x.nonfinite_seeds else "")
             cells.append(f"**{text}**" if r == best else text)
-        size = f"{int(g['seeds'].iloc[0])} × {int(g['steps'].iloc[0])}"
+        if g["steps"].nunique() != 1:
+            raise SystemExit(f"{env}: {backend}'s variances ran different rounds {sorted(set(g['steps']))}")
+        seeds = [str(int(g.loc[r, "seeds"])) if r in g.index else "–" for r in VARIANCES.values()]
+        counts = set(g["seeds"].astype(int))  # one number where every variance ran as many seeds, else one each
+        size = f"{counts.pop() if len(counts) == 1 else ' / '.join(seeds)} × {int(g['steps'].iloc[0])}"
         gain = "–"
         if best != 0.1 and 0.1 in g.index:
             m, e = paired_gain(g.loc[best, "per_seed"], g.loc[0.1, "per_seed"])
@@ -134,8 +162,9 @@ def main(argv=None) -> None:
              "HiLoFi-TS, LRKF-TS, LoLoFi-TS and LoFi-TS with the Gaussian likelihood's variance `obs_noise` 0.1 "
              "(make_agent's default), 1e-2 and 1e-4 — the opt-in `_r1e-2` / `_r1e-4` variants of "
              "`common.seed003_agents`, otherwise seed 003's MNIST settings (rank 50; q = 1e-6 and prior variance 0.1, "
-             "1.0 for LRKF; LoFi q = 0 and prior variance e⁻⁸).  The three variances of a row ran on the same "
-             "seeds and rounds.  Rendered by "
+             "1.0 for LRKF; LoFi q = 0 and prior variance e⁻⁸).  The variances of a row ran the same rounds, and "
+             "on the same seeds where `seeds` is one number; where it is one per variance (the 40,000-round MNIST "
+             "rows) each mean is over its own seeds and the paired gain over the seeds both ran.  Rendered by "
              "`python benchmarks/diag_obsnoise.py` from the runs' CSVs; the last column is the mean over seeds of the "
              "best variance's reward minus the default's on the same seed.", "", "**Commands (inputs):**", ""]
     lines += [f"- `{c}" + ("" if c.endswith(")") else "`") for c in COMMANDS]

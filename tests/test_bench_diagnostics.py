@@ -454,3 +454,27 @@ def test_scaled_draws_widens_only_the_thompson_draws_isotropic_part():
     sd_base = np.std(np.stack([ravel_pytree(base.sample(k, s))[0] for k in keys[:200]]), axis=0).mean()
     sd_wide = np.std(np.stack([ravel_pytree(wide.sample(k, s))[0] for k in keys[200:]]), axis=0).mean()
     assert 0.085 < sd_base < 0.115 and 0.85 < sd_wide < 1.15  # √1e-2 and √1
+
+
+def test_diag_obsnoise_reads_a_source_of_several_tables_and_names_each_variances_seeds(tmp_path):
+    from benchmarks import diag_obsnoise
+
+    def rows(agent, mean, seeds):
+        return [dict(agent=agent, seed=s, mean_reward=mean + 0.01 * s, steps=400, nonfinite_by=None) for s in seeds]
+
+    files = {"mnist_seed003_seeds.csv": rows("hilofi_ts", 0.8, range(5)),
+             "mnist_seed003_more_seeds.csv": rows("lrkf_ts", 0.5, range(5)),
+             "diag_lowrank_mnist_40k_seeds.csv": rows("hilofi_ts_r1e-2", 0.9, range(3)),
+             "diag_obsnoise_mnist_40k_seeds.csv": rows("lrkf_ts_r1e-4", 0.7, range(3))}
+    for name, r in files.items():
+        pd.DataFrame(r).to_csv(tmp_path / name, index=False)
+    diag_obsnoise.main(["--results", str(tmp_path)])
+    md = (tmp_path / "diag_obsnoise.md").read_text()
+    # 0.1 pools seeds 0-4 (mean 0.52), 1e-4 seeds 0-2 (0.71); the gain is paired over seeds 0-2: 0.2 on each
+    assert ("| MNIST (LeNet5), 40k rounds | lrkf_ts | 5 / – / 3 × 400 | 0.5200 ± 0.0071 | – | **0.7100 ± 0.0058** | "
+            "1e-4 | +0.2000 ± 0.0000 |") in md
+    assert "| MNIST (LeNet5), 40k rounds | hilofi_ts | 5 / 3 / – × 400 |" in md
+    # an agent in two of a source's tables is an error, not a silent pick of one
+    pd.DataFrame(rows("lrkf_ts", 0.6, range(3))).to_csv(tmp_path / "diag_obsnoise_mnist_40k_seeds.csv", index=False)
+    with pytest.raises(SystemExit, match=r"\['lrkf_ts'\] are in more than one"):
+        diag_obsnoise.main(["--results", str(tmp_path)])
