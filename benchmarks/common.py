@@ -1172,7 +1172,10 @@ def seed003_agents(*, rank: int = 50, rank_last: int = 100, q: float = 1e-6, cov
     auth_lik = dict(likelihood=SigmoidFixedNoise(1e-4), **m)
     for base, (spec, post) in bases.items():
         ts = f"{spec}-thompson"
-        variants = {"r1e-2": _agent(ts, post, obs_noise=1e-2, **m), "r1e-4": _agent(ts, post, obs_noise=1e-4, **m)}
+        variants = {"r1e-2": _agent(ts, post, obs_noise=1e-2, **m), "r1e-4": _agent(ts, post, obs_noise=1e-4, **m),
+                    # the variance learned online from the default start 0.1 (posteriors.adaptive_noise, its
+                    # defaults; results/diag_obsnoise.md)
+                    "vb": _agent(ts, post, adaptive_noise=True, **m)}
         if spec == "hilofi":  # their hidden factor (loading 0.1) and full last layer 0.1·I (variance 0.01)
             variants["auth"] = coordinate_init(_agent(ts, dict(post, init_cov_last=cov**2), **auth_lik), loading=cov)
         if spec == "lolofi":  # their factors (loading 0.1, variance 0.01)

@@ -113,7 +113,10 @@ class BanditAgent:
       subspace_basis: ``"svd"`` (default: the warm-up SGD iterates' principal directions, seed 002's EKF-Sub-SVD) or
         ``"random"`` (a random orthonormal basis through the warm-up fit θ*, seed 002's EKF-Sub-RND).  Without
         warm-up (``warmup_steps=0``) the basis is random and passes through the initial weights.
-      obs_noise: variance of the default Gaussian likelihood.
+      obs_noise: variance of the default Gaussian likelihood (with ``adaptive_noise``, its starting value).
+      adaptive_noise: learn the Gaussian observation variance online (``True``, or a dict of
+        :func:`banditkit.posteriors.adaptive_noise`'s settings) instead of keeping ``obs_noise`` fixed; for the
+        Gaussian filter backends (``adaptive_noise.SUPPORTED``) given by name or factory.
       num_actions: K for a multi-output model (default: the model's output size, found at ``init``).
       reward_scale: rewards are observed as ``r / reward_scale`` (scores are in those units; the argmax is
         unchanged), so one set of default hyper-parameters fits rewards of any magnitude.
@@ -133,6 +136,7 @@ class BanditAgent:
         subspace_basis: str = "svd",
         sgd_kwargs: dict | None = None,
         obs_noise: float = 0.1,
+        adaptive_noise: bool | dict = False,
         num_actions: int | None = None,
         reward_scale: float = 1.0,
     ):
@@ -162,14 +166,20 @@ class BanditAgent:
         if isinstance(posterior, Posterior):
             if kwargs:
                 raise ValueError("posterior_kwargs apply to a backend name or factory, not to a built Posterior")
+            if adaptive_noise:
+                raise ValueError("adaptive_noise wraps a backend name or factory, not a built Posterior; pass "
+                                 "bk.posteriors.adaptive_noise(backend) as the posterior instead")
             self.posterior = posterior
             self.posterior_name = posterior.name
         else:
             factory = resolve_backend(posterior) if isinstance(posterior, str) else posterior
             if not callable(factory):
                 raise TypeError(f"posterior must be a backend name, a factory or a Posterior, got {posterior!r}")
+            if adaptive_noise:
+                settings = adaptive_noise if isinstance(adaptive_noise, dict) else {}
+                factory = _posteriors.adaptive_noise(factory, **settings)
             self.posterior_name = getattr(factory, "__name__", str(posterior))
-            if factory is getattr(_posteriors, "subspace_ekf", None):
+            if getattr(factory, "backend", factory) is getattr(_posteriors, "subspace_ekf", None):
                 self._factory = (factory, kwargs)
                 self.posterior = None  # built per state (the basis lives in the state)
             else:
