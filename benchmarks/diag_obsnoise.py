@@ -6,7 +6,9 @@ script runs nothing: it collects the paired runs of HiLoFi-TS, LRKF-TS, LoLoFi-T
 1e-2 / 1e-4 (``common.seed003_agents``' ``_r1e-2`` / ``_r1e-4`` variants; everything else seed 003's MNIST settings)
 that the benchmark scripts wrote, one table per environment, into ``diag_obsnoise.md`` / ``.csv``: per backend and
 environment the mean reward per round (mean ± s.e. over seeds) at each variance, the best in bold, and the best's
-gain over the default 0.1 paired by seed.  Hand-written ``**Run note`` paragraphs at the end of the file are kept.
+gain over the default 0.1 paired by seed.  A fourth column, ``learned`` (the ``_vb`` variants), learns the variance
+online from the start 0.1 (``banditkit.posteriors.adaptive_noise`` with its defaults), with its own paired gain.
+Hand-written ``**Run note`` paragraphs at the end of the file are kept.
 
 Inputs (``--results``), each from its own command (listed in the output):
 
@@ -38,7 +40,10 @@ from benchmarks import common  # noqa: E402
 # (tests/test_threads.py checks that a script marked so calls no runner).
 RENDER_ONLY = True
 BACKENDS = ("hilofi_ts", "lrkf_ts", "lolofi_ts", "lofi_ts")
-VARIANCES = {"": 0.1, "_r1e-2": 1e-2, "_r1e-4": 1e-4}
+# the ``_vb`` variants learn the variance online from the start 0.1 (``posteriors.adaptive_noise``); their column
+# takes part in "best" like the fixed ones, and gets its own paired comparison with the default
+LEARNED = "learned"
+VARIANCES = {"": 0.1, "_r1e-2": 1e-2, "_r1e-4": 1e-4, "_vb": LEARNED}
 # (environment, seeds CSV(s), what one observed reward's noise is: the variance of r / reward_scale given the context
 # and arm, from the environment's definition).  A tuple of CSVs is read as one: each agent must be in one of them.
 MNIST_NOISE = "0 (the label is known given the image)"
@@ -114,8 +119,9 @@ def paired_gain(best: dict, default: dict) -> tuple[float, float]:
 def render(df: pd.DataFrame) -> list[str]:
     """The Markdown table: one row per (environment, backend), one column per variance, the best mean in bold."""
     head = " | ".join(f"obs_noise {_label(r)}" for r in VARIANCES.values())
-    lines = [f"| environment | agent | seeds × rounds | {head} | best | best − 0.1, paired |",
-             "|---|---|---|" + "---|" * len(VARIANCES) + "---|---|"]
+    df = df.assign(obs_noise=df["obs_noise"].astype(object))
+    lines = [f"| environment | agent | seeds × rounds | {head} | best | best − 0.1, paired | learned − 0.1, paired |",
+             "|---|---|---|" + "---|" * len(VARIANCES) + "---|---|---|"]
     for (env, backend), g in df.groupby(["env", "backend"], sort=False):
         g = g.set_index("obs_noise")
         best = g["mean_reward"].idxmax()
@@ -132,15 +138,21 @@ def render(df: pd.DataFrame) -> list[str]:
         seeds = [str(int(g.loc[r, "seeds"])) if r in g.index else "–" for r in VARIANCES.values()]
         counts = set(g["seeds"].astype(int))  # one number where every variance ran as many seeds, else one each
         size = f"{counts.pop() if len(counts) == 1 else ' / '.join(seeds)} × {int(g['steps'].iloc[0])}"
-        gain = "–"
-        if best != 0.1 and 0.1 in g.index:
-            m, e = paired_gain(g.loc[best, "per_seed"], g.loc[0.1, "per_seed"])
-            gain = f"{m:+.4f} ± {e:.4f}"
-        lines.append(f"| {env} | {backend} | {size} | " + " | ".join(cells) + f" | {_label(best)} | {gain} |")
+        gains = []
+        for other in (best, LEARNED):
+            gain = "–"
+            if other != 0.1 and other in g.index and 0.1 in g.index:
+                m, e = paired_gain(g.loc[other, "per_seed"], g.loc[0.1, "per_seed"])
+                gain = f"{m:+.4f} ± {e:.4f}"
+            gains.append(gain)
+        lines.append(f"| {env} | {backend} | {size} | " + " | ".join(cells) + f" | {_label(best)} | "
+                     + " | ".join(gains) + " |")
     return lines
 
 
-def _label(r: float) -> str:
+def _label(r: float | str) -> str:
+    if r == LEARNED:
+        return LEARNED
     return "0.1" if r == 0.1 else f"{r:.0e}".replace("e-0", "e-")
 
 
@@ -161,12 +173,15 @@ def main(argv=None) -> None:
              "Mean reward per round (mean ± standard error over seeds; each environment in its own units) of "
              "HiLoFi-TS, LRKF-TS, LoLoFi-TS and LoFi-TS with the Gaussian likelihood's variance `obs_noise` 0.1 "
              "(make_agent's default), 1e-2 and 1e-4 — the opt-in `_r1e-2` / `_r1e-4` variants of "
-             "`common.seed003_agents`, otherwise seed 003's MNIST settings (rank 50; q = 1e-6 and prior variance 0.1, "
+             "`common.seed003_agents` — and learned online from the start 0.1 (`learned`: the `_vb` variants, "
+             "`make_agent(..., adaptive_noise=True)`, `banditkit.posteriors.adaptive_noise`'s defaults), otherwise "
+             "seed 003's MNIST settings (rank 50; q = 1e-6 and prior variance 0.1, "
              "1.0 for LRKF; LoFi q = 0 and prior variance e⁻⁸).  The variances of a row ran the same rounds, and "
              "on the same seeds where `seeds` is one number; where it is one per variance (the 40,000-round MNIST "
              "rows) each mean is over its own seeds and the paired gain over the seeds both ran.  Rendered by "
-             "`python benchmarks/diag_obsnoise.py` from the runs' CSVs; the last column is the mean over seeds of the "
-             "best variance's reward minus the default's on the same seed.", "", "**Commands (inputs):**", ""]
+             "`python benchmarks/diag_obsnoise.py` from the runs' CSVs; the last two columns are the mean over seeds "
+             "of the best (of all four) and the learned variance's reward minus the default's on the same seed.", "",
+             "**Commands (inputs):**", ""]
     lines += [f"- `{c}" + ("" if c.endswith(")") else "`") for c in COMMANDS]
     lines += ["", "AGENTS = `" + ",".join(b + s for b in BACKENDS for s in VARIANCES) + "`.  Each input's own table "
               "(`diag_lowrank_mnist.md`, `diag_obsnoise_showdown_*.md`, `diag_obsnoise_movielens.md`) names its "

@@ -119,19 +119,21 @@ def test_diag_obsnoise_tabulates_each_variance_and_marks_the_best(tmp_path):
     from benchmarks import diag_obsnoise
 
     rows = [dict(agent=a, seed=s, mean_reward=m + 0.01 * s, steps=100, nonfinite_by=None)
-            for a, m in (("lrkf_ts", 0.3), ("lrkf_ts_r1e-2", 0.5), ("lrkf_ts_r1e-4", 0.4), ("hilofi_ts", 0.7))
+            for a, m in (("lrkf_ts", 0.3), ("lrkf_ts_r1e-2", 0.5), ("lrkf_ts_r1e-4", 0.4), ("lrkf_ts_vb", 0.45),
+                         ("hilofi_ts", 0.7))
             for s in range(3)]
     pd.DataFrame(rows).to_csv(tmp_path / "diag_obsnoise_showdown_shuttle_seeds.csv", index=False)
     diag_obsnoise.main(["--results", str(tmp_path)])
     df = pd.read_csv(tmp_path / "diag_obsnoise.csv")
-    assert len(df) == 4 and set(df["env"]) == {"Shuttle"}
+    assert len(df) == 5 and set(df["env"]) == {"Shuttle"}
     lrkf = df[df["backend"] == "lrkf_ts"].set_index("obs_noise")["mean_reward"]
-    np.testing.assert_allclose(lrkf[1e-2], 0.51)  # mean over seeds 0.50, 0.51, 0.52
+    np.testing.assert_allclose(lrkf["0.01"], 0.51)  # mean over seeds 0.50, 0.51, 0.52
+    np.testing.assert_allclose(lrkf["learned"], 0.46)
     md = (tmp_path / "diag_obsnoise.md").read_text()
-    # the gain over 0.1 is paired by seed: every seed gains 0.2 exactly, so its s.e. is 0
-    assert ("| Shuttle | lrkf_ts | 3 × 100 | 0.3100 ± 0.0058 | **0.5100 ± 0.0058** | 0.4100 ± 0.0058 | 1e-2 | "
-            "+0.2000 ± 0.0000 |") in md
-    assert "| Shuttle | hilofi_ts | 3 × 100 | **0.7100 ± 0.0058** | – | – | 0.1 | – |" in md
+    # the gains over 0.1 are paired by seed: every seed gains 0.2 (best) and 0.15 (learned) exactly, so s.e. 0
+    assert ("| Shuttle | lrkf_ts | 3 × 100 | 0.3100 ± 0.0058 | **0.5100 ± 0.0058** | 0.4100 ± 0.0058 | "
+            "0.4600 ± 0.0058 | 1e-2 | +0.2000 ± 0.0000 | +0.1500 ± 0.0000 |") in md
+    assert "| Shuttle | hilofi_ts | 3 × 100 | **0.7100 ± 0.0058** | – | – | – | 0.1 | – | – |" in md
     with open(tmp_path / "diag_obsnoise.md", "a") as fh:  # a hand-written note survives a re-render
         fh.write("\n**Run note (by hand):** kept.\n")
     diag_obsnoise.main(["--results", str(tmp_path)])
@@ -471,9 +473,9 @@ def test_diag_obsnoise_reads_a_source_of_several_tables_and_names_each_variances
     diag_obsnoise.main(["--results", str(tmp_path)])
     md = (tmp_path / "diag_obsnoise.md").read_text()
     # 0.1 pools seeds 0-4 (mean 0.52), 1e-4 seeds 0-2 (0.71); the gain is paired over seeds 0-2: 0.2 on each
-    assert ("| MNIST (LeNet5), 40k rounds | lrkf_ts | 5 / – / 3 × 400 | 0.5200 ± 0.0071 | – | **0.7100 ± 0.0058** | "
-            "1e-4 | +0.2000 ± 0.0000 |") in md
-    assert "| MNIST (LeNet5), 40k rounds | hilofi_ts | 5 / 3 / – × 400 |" in md
+    assert ("| MNIST (LeNet5), 40k rounds | lrkf_ts | 5 / – / 3 / – × 400 | 0.5200 ± 0.0071 | – | "
+            "**0.7100 ± 0.0058** | – | 1e-4 | +0.2000 ± 0.0000 | – |") in md
+    assert "| MNIST (LeNet5), 40k rounds | hilofi_ts | 5 / 3 / – / – × 400 |" in md
     # an agent in two of a source's tables is an error, not a silent pick of one
     pd.DataFrame(rows("lrkf_ts", 0.6, range(3))).to_csv(tmp_path / "diag_obsnoise_mnist_40k_seeds.csv", index=False)
     with pytest.raises(SystemExit, match=r"\['lrkf_ts'\] are in more than one"):
