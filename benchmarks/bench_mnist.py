@@ -82,7 +82,8 @@ def _write_seed003(args, env, res) -> None:
                "likelihood with jitter 1e-4.  The opt-in diagnostic variants (names ending `_r1e-2`, `_r1e-4`, "
                "`_bern`, `_sigm`, `_pred`, `_coord`, `_auth`, `_auth_q0`, `_auth_gain`; `benchmarks/common.py`, "
                "`seed003_agents`) change this, the Thompson draw, the initial factor or the dynamics mode: see "
-               "`diag_lowrank_mnist.md` and `diag_lowrank_mnist_40k.md`.",
+               "`diag_lowrank_mnist.md` and `diag_lowrank_mnist_40k.md`; `_vb` learns the Gaussian variance "
+               "online from 0.1 (`make_agent(..., adaptive_noise=True)`, `diag_obsnoise.md`).",
                "Replay-SGD ε-greedy is the AdamW point-estimate baseline (LLL-ε in the paper).",
                "`hilofi_ts_qlast0` is NOT the paper's agent: HiLoFi-TS with q_ℓ = 0 (q_h = 1e-6 kept).  With "
                "q_ℓ > 0 every predict refactors the full 850×850 last-layer square root (banditkit/posteriors/"
