@@ -169,3 +169,15 @@ def test_errors_say_what_to_do():
     with pytest.raises(ValueError, match="built Posterior"):
         bk.agents.BanditAgent(model, built, adaptive_noise=True)
     assert set(SUPPORTED) <= set(P_.REGISTRY)
+
+
+def test_bayesopt_takes_the_wrapped_backend_with_its_defaults():
+    """A wrapped factory gets the BO defaults of the backend it wraps and only keywords that backend takes."""
+    opt = bk.BayesOpt([(0.0, 1.0), (0.0, 2.0)], surrogate=P_.adaptive_noise("lofi"), features=(16,),
+                      n_candidates=64, seed=0, surrogate_kwargs=dict(rank=4))
+    assert opt.surrogate == "adaptive_noise(lofi)"
+    assert opt.surrogate_kwargs == {"rank": 4, "init_cov": 1e-2}  # lofi's BO prior, no HiLoFi-only last_layer
+    for _ in range(6):
+        x = opt.ask()
+        opt.tell(x, float(np.sum((np.asarray(x) - 0.3) ** 2)))
+    assert len(opt.history) == 6 and np.isfinite(opt.best[1])

@@ -324,7 +324,9 @@ class BayesOpt:
             raise TypeError("model must be a Flax module (with .init and .apply) mapping a point (dim,) to (1,)")
         self.model = model
         kwargs = {}
-        for k, v in _SURROGATE_DEFAULTS.get(self.surrogate, {}).items():
+        wrapped = getattr(factory, "backend", None)  # e.g. posteriors.adaptive_noise(backend): the backend's defaults
+        defaults = _SURROGATE_DEFAULTS.get(getattr(wrapped, "__name__", self.surrogate), {})
+        for k, v in defaults.items():
             if _accepts(factory, k):
                 kwargs[k] = v
         if "last_layer" not in (surrogate_kwargs or {}) and _accepts(factory, "last_layer"):

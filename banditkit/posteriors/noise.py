@@ -107,8 +107,9 @@ def adaptive_noise(
       iterations: ``n ≥ 1`` fixed-point passes per update.
 
     Returns ``factory(apply_fn, likelihood=Gaussian(r_0), **backend_kwargs) -> Posterior`` whose state is
-    :class:`NoiseState`; use it wherever a backend factory goes (``BanditAgent(posterior=...)``, ``bk.BayesOpt``), or
-    pass ``adaptive_noise=True`` to :class:`~banditkit.agents.BanditAgent` / ``make_agent``.
+    :class:`NoiseState`; use it wherever a backend factory goes (``BanditAgent(posterior=...)``,
+    ``bk.BayesOpt(surrogate=...)``, which applies the wrapped backend's BO defaults), or pass ``adaptive_noise=True``
+    to :class:`~banditkit.agents.BanditAgent` / ``make_agent``.
     """
     from banditkit import posteriors as _posteriors
 
@@ -190,5 +191,6 @@ def adaptive_noise(
                          hyper=hyper)
 
     build.__name__ = f"adaptive_noise({name})"
+    build.__signature__ = inspect.signature(factory)  # the backend's keywords, for callers that look them up
     build.backend = factory
     return build
