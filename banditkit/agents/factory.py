@@ -210,5 +210,6 @@ def make_agent(
         raise TypeError(f"agent_class must be a BanditAgent subclass, got {cls!r}")
     agent = cls(model if model is not None else default, factory, policy, posterior_kwargs=hyper, **kwargs)
     agent.spec = spec
-    agent.posterior_name = f"adaptive_noise({post_name})" if kwargs.get("adaptive_noise") else post_name
+    if not kwargs.get("adaptive_noise"):  # a wrapped backend keeps the wrapper's name, adaptive_noise(NAME)
+        agent.posterior_name = post_name
     return agent

@@ -61,9 +61,14 @@ class NoiseState(NamedTuple):
     scale: Array  # () β
 
 
+def _estimate(shape: Array, scale: Array, floor: float) -> Array:
+    """``r̂ = max(β / α, floor)``."""
+    return jnp.maximum(scale / shape, floor)
+
+
 def noise_variance(state: NoiseState, floor: float = 0.0) -> Array:
     """The current estimate ``r̂ = β / α`` of the observation variance (``()``)."""
-    return jnp.maximum(state.scale / state.shape, floor)
+    return _estimate(state.shape, state.scale, floor)
 
 
 def vb_noise_step(shape: Array, scale: Array, s: Array, e: Array, floor: float, iterations: int
@@ -77,7 +82,7 @@ def vb_noise_step(shape: Array, scale: Array, s: Array, e: Array, floor: float, 
     eye = jnp.eye(c, dtype=dt)
     s = linalg.symmetrize(s)
     new_shape = shape + jnp.asarray(0.5 * c, dt)
-    r = jnp.maximum(scale / shape, floor)
+    r = _estimate(shape, scale, floor)
     new_scale = scale
     for _ in range(iterations):
         u = linalg.chol_upper(s + r * eye)
@@ -85,7 +90,7 @@ def vb_noise_step(shape: Array, scale: Array, s: Array, e: Array, floor: float, 
         e_post = r * solved[:, 0]
         tr_post = jnp.maximum(jnp.trace(s - s @ solved[:, 1:]), 0.0)
         new_scale = scale + 0.5 * (jnp.sum(e_post**2) + tr_post)
-        r = jnp.maximum(new_scale / new_shape, floor)
+        r = _estimate(new_shape, new_scale, floor)
     return new_shape, new_scale, r
 
 
@@ -146,12 +151,8 @@ def adaptive_noise(
         inner = factory(scaled_apply, Gaussian(r0), **kwargs)
         takes_example = "example_x" in inspect.signature(inner.init).parameters
 
-        def _one(state_or_params) -> Array:
-            leaf = jax.tree_util.tree_leaves(state_or_params)[0]
-            return jnp.ones((), jnp.result_type(leaf))
-
         def init(params, example_x=None) -> NoiseState:
-            one = _one(params)
+            one = jnp.ones((), jnp.result_type(jax.tree_util.tree_leaves(params)[0]))
             if takes_example and example_x is not None:
                 state = inner.init(params, example_x=(example_x, one))
             else:
