@@ -12,8 +12,10 @@ Every experiment command writes into ``--out`` (created if needed)::
                          Ctrl-C stops after the current evaluation and saves it)
 
 ``<cmd> ... --resume`` keeps what had finished and continues the interrupted part exactly where it stopped.
-``run`` / ``compare`` / ``bo`` ``--set KEY=VALUE`` (repeatable) set posterior (surrogate) hyper-parameters, saved with
-the run's options.
+``run`` / ``compare`` / ``bo`` ``--set KEY=VALUE`` (repeatable) set posterior (surrogate) hyper-parameters,
+``--obs-noise`` the variance of the Gaussian reward likelihood and ``--adaptive-noise`` learns that variance online
+(:func:`banditkit.posteriors.adaptive_noise`, for the filter backends that support it); all are saved with the run's
+options.
 
 ``--quiet`` silences progress bars.  Every command first caps BLAS at one thread
 (:func:`banditkit.threads.limit_blas_threads`; ``BANDITKIT_BLAS_THREADS=system`` leaves it).  Errors print one
@@ -213,6 +215,26 @@ def _settings_by_agent(agents: dict, sets: dict) -> dict[str, dict]:
     return taken
 
 
+def _noise_by_agent(agents: dict, args) -> dict[str, dict]:
+    """Each agent's observation-noise settings from ``--obs-noise`` / ``--adaptive-noise``: ``make_agent`` keyword
+    arguments.  ``--adaptive-noise`` wraps the agents whose backend :func:`banditkit.posteriors.adaptive_noise`
+    supports (a run where none does is an error naming those backends)."""
+    from banditkit.agents.factory import parse_spec
+    from banditkit.posteriors.noise import SUPPORTED
+
+    obs, adaptive = getattr(args, "obs_noise", None), getattr(args, "adaptive_noise", False)
+    kwargs = {}
+    for label, spec in agents.items():
+        kw = {} if obs is None else {"obs_noise": obs}
+        if adaptive and parse_spec(spec)[0] in SUPPORTED:
+            kw["adaptive_noise"] = True
+        kwargs[label] = kw
+    if adaptive and not any("adaptive_noise" in kw for kw in kwargs.values()):
+        raise CLIError(f"--adaptive-noise: none of these agents has a backend that learns its noise this way "
+                       f"({', '.join(sorted(SUPPORTED))}); neural_linear and linear learn theirs already")
+    return kwargs
+
+
 def _bandit(cmd: str, agents: dict, args) -> int:
     import json
 
@@ -226,23 +248,27 @@ def _bandit(cmd: str, agents: dict, args) -> int:
     env = _env_id(args.env)
     sets = dict(getattr(args, "set", None) or [])
     per_agent = _settings_by_agent(agents, sets)
-    run = dict(env=env, agents=agents, steps=args.steps, seeds=args.seeds, set=sets)
+    noise = _noise_by_agent(agents, args)
+    obs_noise, adaptive = getattr(args, "obs_noise", None), bool(getattr(args, "adaptive_noise", False))
+    run = dict(env=env, agents=agents, steps=args.steps, seeds=args.seeds, set=sets, obs_noise=obs_noise,
+               adaptive_noise=adaptive)
     env_obj, built = None, {}
-    if any(per_agent.values()):  # built before the folder is touched: a bad value loses nothing
+    if any(per_agent.values()) or any(noise.values()):  # built before the folder is touched: a bad value loses nothing
         from banditkit.agents import make_agent
 
         env_obj = runner._make_env(env, {}, args.steps)
-        for label, kw in per_agent.items():
-            if kw:
+        for label in agents:
+            if per_agent[label] or noise[label]:
                 try:
-                    built[label] = make_agent(agents[label], env_obj, posterior_kwargs=kw)
+                    built[label] = make_agent(agents[label], env_obj, posterior_kwargs=per_agent[label],
+                                              **noise[label])
                 except (TypeError, ValueError) as e:
                     raise CLIError(f"--set for {label}: {e}") from None
     old = pd.DataFrame()
     timing: dict = {}
     finished: set[str] = set()
     if args.resume:
-        _check_resumable(run_file, run, out, absent=dict(set={}))
+        _check_resumable(run_file, run, out, absent=dict(set={}, obs_noise=None, adaptive_noise=False))
         rows = _read_rows(csv)
         if not set(runner.COLUMNS) <= set(rows.columns):
             rows = pd.DataFrame(columns=runner.COLUMNS)
@@ -297,9 +323,12 @@ def _bandit(cmd: str, agents: dict, args) -> int:
     _clear(state_dir)  # finished: no checkpoint is needed any more
     os.rmdir(state_dir)
     if not args.quiet:
+        learned = [label for label in agents if noise[label].get("adaptive_noise")]
         print(
             f"{env}: {len(agents)} agent(s) x {args.seeds} seed(s) x {args.steps} steps in "
-            f"{time.perf_counter() - t0:.1f} s" + "".join(f"; --set {k}={v!r}" for k, v in sets.items()) + "\n"
+            f"{time.perf_counter() - t0:.1f} s" + "".join(f"; --set {k}={v!r}" for k, v in sets.items())
+            + ("" if obs_noise is None else f"; --obs-noise {obs_noise:g}")
+            + (f"; observation variance learned online by {', '.join(learned)}" if learned else "") + "\n"
         )
     _report(df, out, cmd, args.quiet)
     return 0
@@ -394,25 +423,40 @@ def cmd_bo(args) -> int:
     if args.rank is not None and "rank" in sets:
         raise CLIError("give the surrogate's rank once: --rank or --set rank=..., not both")
     kwargs = ({} if args.rank is None else {"rank": args.rank}) | sets
-    if sets:  # the surrogate built once before the folder is touched: a bad key or value loses nothing
+    surrogate, noise = args.surrogate, {} if args.obs_noise is None else {"obs_noise": args.obs_noise}
+    if args.adaptive_noise:
+        from banditkit.posteriors import adaptive_noise
+
+        if args.surrogate.strip().lower() == "gp":
+            raise CLIError("--adaptive-noise: the gp surrogate fits its noise variance by marginal likelihood "
+                           "already; it is for the network surrogates (hilofi, lofi, lrkf, ...)")
+
+        try:
+            surrogate = adaptive_noise(args.surrogate)
+        except ValueError as e:
+            raise CLIError(f"--adaptive-noise: {e}") from None
+    if sets or args.adaptive_noise:  # the surrogate built once before the folder is touched: nothing is lost
         from banditkit.bo import BayesOpt
 
         try:
-            BayesOpt([(0.0, 1.0)] * fn.dim, surrogate=args.surrogate, acquisition=args.acquisition,
-                     surrogate_kwargs=kwargs, features=features, n_candidates=args.candidates)
+            BayesOpt([(0.0, 1.0)] * fn.dim, surrogate=surrogate, acquisition=args.acquisition,
+                     surrogate_kwargs=kwargs, features=features, n_candidates=args.candidates, **noise)
         except (TypeError, ValueError) as e:
             raise CLIError(f"--set: {str(e).strip().splitlines()[0]}") from None
     run = dict(function=fn.name, dim=fn.dim, surrogate=args.surrogate, acquisition=args.acquisition,
                evals=args.evals, features=list(features), rank=args.rank, candidates=args.candidates,
-               maximizer=args.maximizer, trust_region=args.trust_region, set=sets)
+               maximizer=args.maximizer, trust_region=args.trust_region, set=sets, obs_noise=args.obs_noise,
+               adaptive_noise=args.adaptive_noise)
     if args.resume:
-        _check_resumable(run_file, run, out, may_change=" (only --seeds may change)", absent=dict(set={}))
+        _check_resumable(run_file, run, out, may_change=" (only --seeds may change)",
+                         absent=dict(set={}, obs_noise=None, adaptive_noise=False))
         done = _bo_finished(csv, args.seeds, args.evals)
     else:
         _start_run(run_file, run, csv, state_dir)
         done = {}
     os.makedirs(state_dir, exist_ok=True)
-    name = f"{args.surrogate}-{args.acquisition}" + {None: "", True: "-tr", False: "-global"}[args.trust_region]
+    name = (f"{args.surrogate}-{args.acquisition}" + {None: "", True: "-tr", False: "-global"}[args.trust_region]
+            + ("-adaptive_noise" if args.adaptive_noise else ""))
     minimum = fn.minimum
     from tqdm.auto import tqdm
 
@@ -432,11 +476,11 @@ def cmd_bo(args) -> int:
                 if seed in done:
                     continue
                 ck = os.path.join(state_dir, f"seed{seed}.bk")
-                res = optimize(fn.value, [(0.0, 1.0)] * fn.dim, n_evals=args.evals, surrogate=args.surrogate,
+                res = optimize(fn.value, [(0.0, 1.0)] * fn.dim, n_evals=args.evals, surrogate=surrogate,
                                acquisition=args.acquisition, direction="minimize", seed=seed,
                                callback=after_each, checkpoint=ck, save_every=args.save_every,
                                features=features, n_candidates=args.candidates, maximizer=args.maximizer,
-                               trust_region=args.trust_region, surrogate_kwargs=kwargs)
+                               trust_region=args.trust_region, surrogate_kwargs=kwargs, **noise)
                 h = res.history
                 frame = pd.DataFrame(dict(agent=name, seed=seed, step=h.trial + 1, y=h.y, best_y=h.best_y,
                                           simple_regret=h.best_y - minimum))
@@ -498,6 +542,27 @@ def _seconds(text: str) -> float:
     return v
 
 
+def _variance(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a variance > 0, e.g. 0.01; got {text!r}") from None
+    if not (v > 0 and v < float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a finite variance > 0, e.g. 0.01; got {text}")
+    return v
+
+
+def _noise_args(p: argparse.ArgumentParser, default: float, units: str) -> None:
+    from banditkit.posteriors.noise import SUPPORTED
+
+    p.add_argument("--obs-noise", type=_variance, default=None, metavar="VARIANCE",
+                   help=f"variance of the Gaussian reward likelihood, {units} (default {default:g}); with "
+                   "--adaptive-noise its starting value")
+    p.add_argument("--adaptive-noise", action="store_true",
+                   help="learn the observation variance online (variational Bayes, bk.posteriors.adaptive_noise) "
+                   f"instead of keeping it fixed; for the backends {', '.join(SUPPORTED)}")
+
+
 def _set_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", action="append", type=_setting, metavar="KEY=VALUE",
                    help="a posterior hyper-parameter, repeatable: --set rank=20 --set dynamics_cov=0.01 --set "
@@ -555,6 +620,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--policy", default="thompson", help="thompson, ucb, greedy, epsilon_greedy (default thompson)")
     _set_arg(r)
+    _noise_args(r, 0.1, "of the reward scaled to max |expected reward| = 1")
     _common(r, steps=2000, seeds=1, out="results")
     r.set_defaults(func=cmd_run)
 
@@ -567,6 +633,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--agents", required=True, help="comma-separated: hilofi,lofi,neural_linear,eps_greedy")
     c.add_argument("--policy", default="thompson", help="policy for names without one (default thompson)")
     _set_arg(c)
+    _noise_args(c, 0.1, "of the reward scaled to max |expected reward| = 1")
     _common(c, steps=2000, seeds=5, out="results")
     c.set_defaults(func=cmd_compare)
 
@@ -586,6 +653,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--rank", type=_positive, default=None, help="rank of low-rank surrogates (default 50)")
     b.add_argument("--candidates", type=_positive, default=1024, help="Sobol candidates per ask (default 1024)")
     _set_arg(b)
+    _noise_args(b, 1e-2, "of the standardised objective")
     b.add_argument("--maximizer", default=None, choices=["ascent", "lbfgs"],
                    help="refinement of the best candidates: short projected gradient ascent or L-BFGS-B on the log "
                    "acquisition (default: ascent for thompson with a network, lbfgs otherwise)")

@@ -7,6 +7,7 @@ import gymnasium
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pandas as pd
 import pytest
 from fast_compile import compiled_call
 
@@ -137,8 +138,26 @@ def test_bandit_agent_switch_runs_and_learns(tmp_path):
     env = gymnasium.make("banditkit/Wheel-v0")
     agent = bk.agents.make_agent("lofi-thompson", env, adaptive_noise=dict(forgetting=0.99), obs_noise=0.5)
     assert agent.name.startswith("adaptive_noise(lofi)")
-    df = bk.run(env, agent, steps=60, seeds=1, progress=False)
+    kw = dict(steps=60, seeds=1, progress=False, chunk_size=20)
+    df = bk.run(env, agent, **kw)
     assert np.isfinite(df["regret"]).all()
+    # the (posterior, noise belief) state checkpoints and resumes exactly: stopped after its second chunk
+    ck = tmp_path / "vb.bk"
+
+    class Stop(Exception):
+        pass
+
+    chunks = []
+
+    def stop_at_second(chunk):
+        chunks.append(chunk)
+        if len(chunks) == 2:
+            raise Stop
+
+    with pytest.raises(Stop):
+        bk.run(env, agent, checkpoint=ck, save_every=0, on_chunk=stop_at_second, **kw)
+    rest = bk.run(env, agent, checkpoint=ck, **kw)
+    pd.testing.assert_frame_equal(rest, df[df.step >= 20].reset_index(drop=True))
     key = jax.random.PRNGKey(0)
     ctx = env.unwrapped.functional(0, 1).contexts[0]
     state = agent.init(key, ctx)

@@ -209,3 +209,63 @@ def test_data_list_and_bad_fetch(capsys):
 def test_parser_defaults():
     args = build_parser().parse_args(["demo"])
     assert args.env == "mushroom" and args.out == os.path.join("results", "demo")
+
+
+def test_obs_noise_and_adaptive_noise_reach_the_agents(tmp_path, monkeypatch, capsys):
+    """``--obs-noise`` sets every agent's likelihood variance; ``--adaptive-noise`` wraps the agents whose backend
+    supports it (not neural-linear / linear, which learn theirs); both are saved with the run and checked on
+    --resume."""
+    import json
+
+    from banditkit.experiments import runner
+
+    built = {}
+    real_run = runner.run
+
+    def recording_run(env, agent, *a, name=None, **kw):
+        built[name] = agent
+        return real_run(env, agent, *a, name=name, **kw)
+
+    monkeypatch.setattr(runner, "run", recording_run)
+    out = str(tmp_path / "c")
+    argv = ["compare", "--env", "mushroom", "--agents", "lofi,linear", "--steps", "20", "--seeds", "1"]
+    assert main([*argv, "--obs-noise", "0.02", "--adaptive-noise", "--out", out]) == 0
+    lofi, lin = built["lofi-thompson"], built["linear-thompson"]
+    assert lofi.posterior_name == "adaptive_noise(lofi)" and lin.posterior_name == "linear"
+    assert float(lofi.likelihood.obs_noise) == float(lin.likelihood.obs_noise) == 0.02
+    assert "--obs-noise 0.02; observation variance learned online by lofi-thompson" in capsys.readouterr().out
+    with open(os.path.join(out, "compare_run.json")) as fh:
+        saved = json.load(fh)
+    assert (saved["obs_noise"], saved["adaptive_noise"]) == (0.02, True)
+    assert len(pd.read_csv(os.path.join(out, "compare.csv"))) == 40
+    _one_line_error(capsys, [*argv, "--out", out, "--resume", "--quiet"], "--obs-noise 0.02 (now None)",
+                    "--adaptive-noise True (now False)")
+    base = ["run", "--env", "mushroom", "--agent", "linear", "--steps", "5", "--quiet", "--out", str(tmp_path / "e")]
+    for bad in ["0", "-1", "nan", "inf", "small"]:
+        _one_line_error(capsys, [*base, "--obs-noise", bad], "variance > 0")
+    _one_line_error(capsys, [*base, "--adaptive-noise"], "--adaptive-noise", "hilofi", "learn theirs")
+
+
+def test_bo_obs_noise_and_adaptive_noise(tmp_path, monkeypatch, capsys):
+    import json
+
+    import banditkit.bo as bo
+
+    seen = []
+    real = bo.optimize
+
+    def recording(*a, **kw):
+        seen.append(kw)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(bo, "optimize", recording)
+    out = tmp_path / "bo"
+    argv = ["bo", "--evals", "5", "--seeds", "1", "--features", "8", "--rank", "2", "--candidates", "16", "--quiet"]
+    assert main([*argv, "--obs-noise", "0.05", "--adaptive-noise", "--out", str(out)]) == 0
+    assert seen[0]["obs_noise"] == 0.05 and seen[0]["surrogate"].__name__ == "adaptive_noise(hilofi)"
+    assert set(pd.read_csv(out / "bo.csv").agent) == {"hilofi-thompson-adaptive_noise"}
+    saved = json.loads((out / "bo_run.json").read_text())
+    assert (saved["obs_noise"], saved["adaptive_noise"]) == (0.05, True)
+    _one_line_error(capsys, [*argv, "--out", str(out), "--resume"], "--obs-noise 0.05 (now None)")
+    _one_line_error(capsys, [*argv, "--surrogate", "gp", "--adaptive-noise", "--out", str(tmp_path / "g")],
+                    "--adaptive-noise", "marginal likelihood")
