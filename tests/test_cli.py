@@ -144,11 +144,9 @@ def test_run_and_compare_commands(tmp_path, capsys):
     assert "hilofi-greedy" in capsys.readouterr().out
 
 
-def test_set_passes_hyper_parameters_to_the_agents_that_take_them(tmp_path, monkeypatch, capsys):
-    """``--set KEY=VALUE`` reaches the posterior of every agent whose backend takes the key, is saved with the run
-    (a resume must repeat it), and bad keys or values are one-line errors before anything runs."""
-    import json
-
+@pytest.fixture
+def built_agents(monkeypatch) -> dict:
+    """``{label: agent}`` of each agent the CLI hands to ``runner.run`` (which then runs it as usual)."""
     from banditkit.experiments import runner
 
     built = {}
@@ -159,6 +157,15 @@ def test_set_passes_hyper_parameters_to_the_agents_that_take_them(tmp_path, monk
         return real_run(env, agent, *a, name=name, **kw)
 
     monkeypatch.setattr(runner, "run", recording_run)
+    return built
+
+
+def test_set_passes_hyper_parameters_to_the_agents_that_take_them(tmp_path, built_agents, capsys):
+    """``--set KEY=VALUE`` reaches the posterior of every agent whose backend takes the key, is saved with the run
+    (a resume must repeat it), and bad keys or values are one-line errors before anything runs."""
+    import json
+
+    built = built_agents
     out = str(tmp_path / "c")
     argv = ["compare", "--env", "mushroom", "--agents", "hilofi,linear", "--steps", "20", "--seeds", "1",
             "--set", "rank=3", "--set", "dynamics_cov=0.01", "--set", "dynamics_mode=gain", "--out", out, "--quiet"]
@@ -211,22 +218,13 @@ def test_parser_defaults():
     assert args.env == "mushroom" and args.out == os.path.join("results", "demo")
 
 
-def test_obs_noise_and_adaptive_noise_reach_the_agents(tmp_path, monkeypatch, capsys):
+def test_obs_noise_and_adaptive_noise_reach_the_agents(tmp_path, built_agents, capsys):
     """``--obs-noise`` sets every agent's likelihood variance; ``--adaptive-noise`` wraps the agents whose backend
     supports it (not neural-linear / linear, which learn theirs); both are saved with the run and checked on
     --resume."""
     import json
 
-    from banditkit.experiments import runner
-
-    built = {}
-    real_run = runner.run
-
-    def recording_run(env, agent, *a, name=None, **kw):
-        built[name] = agent
-        return real_run(env, agent, *a, name=name, **kw)
-
-    monkeypatch.setattr(runner, "run", recording_run)
+    built = built_agents
     out = str(tmp_path / "c")
     argv = ["compare", "--env", "mushroom", "--agents", "lofi,linear", "--steps", "20", "--seeds", "1"]
     assert main([*argv, "--obs-noise", "0.02", "--adaptive-noise", "--out", out]) == 0
