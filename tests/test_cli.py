@@ -228,14 +228,17 @@ def test_obs_noise_and_adaptive_noise_reach_the_agents(tmp_path, built_agents, c
     out = str(tmp_path / "c")
     argv = ["compare", "--env", "mushroom", "--agents", "lofi,linear", "--steps", "20", "--seeds", "1"]
     assert main([*argv, "--obs-noise", "0.02", "--adaptive-noise", "--out", out]) == 0
-    lofi, lin = built["lofi-thompson"], built["linear-thompson"]
+    lofi, lin = built["lofi-thompson-adaptive_noise"], built["linear-thompson"]  # the rows say which learn it
     assert lofi.posterior_name == "adaptive_noise(lofi)" and lin.posterior_name == "linear"
     assert float(lofi.likelihood.obs_noise) == float(lin.likelihood.obs_noise) == 0.02
-    assert "--obs-noise 0.02; observation variance learned online by lofi-thompson" in capsys.readouterr().out
+    assert "--obs-noise 0.02; -adaptive_noise: the observation variance learned" in capsys.readouterr().out
+    summary = open(os.path.join(out, "compare_summary.md")).read()
+    assert "| lofi-thompson-adaptive_noise |" in summary and "| linear-thompson |" in summary
     with open(os.path.join(out, "compare_run.json")) as fh:
         saved = json.load(fh)
     assert (saved["obs_noise"], saved["adaptive_noise"]) == (0.02, True)
     assert len(pd.read_csv(os.path.join(out, "compare.csv"))) == 40
+    assert main([*argv, "--obs-noise", "0.02", "--adaptive-noise", "--out", out, "--resume", "--quiet"]) == 0
     _one_line_error(capsys, [*argv, "--out", out, "--resume", "--quiet"], "--obs-noise 0.02 (now None)",
                     "--adaptive-noise True (now False)")
     base = ["run", "--env", "mushroom", "--agent", "linear", "--steps", "5", "--quiet", "--out", str(tmp_path / "e")]
