@@ -20,7 +20,8 @@ The result is a tidy DataFrame, one row per (agent, seed, step): ``agent, seed, 
 expected_reward, optimal_reward, regret, cumulative_regret`` with ``regret = optimal_reward − expected_reward`` (the
 pseudo-regret of the chosen arm).  Timing is kept out of the rows: ``df.attrs["timing"][agent]`` holds
 ``compile_s`` (tracing + XLA compilation), ``run_s`` (execution only) and ``per_step_s = run_s / steps`` (all seeds
-advance together), and ``df.attrs["mode"]``.
+advance together), and ``df.attrs["mode"]``.  ``run(record={column: fn})`` appends one column per function of the
+agent state after each round's ``observe`` (the compiled loop evaluates it inside the scan).
 
 Health check (compiled loop): after every scan segment one jitted reduction tells, per seed, whether every
 floating-point leaf of the agent state is finite.  A posterior that went NaN/inf still "acts" (``argmax`` of NaN
@@ -125,12 +126,14 @@ def _agent_name(agent, name):
     return str(getattr(agent, "spec", None) or getattr(agent, "name", None) or type(agent).__name__)
 
 
-def _frame(name, seeds, actions, rewards, expected, optimal, offsets=None, start=0) -> pd.DataFrame:
-    """Long frame from ``(S, T)`` arrays; ``offsets (S,)`` = cumulative regret before ``start``."""
+def _frame(name, seeds, actions, rewards, expected, optimal, offsets=None, start=0, recorded=None) -> pd.DataFrame:
+    """Long frame from ``(S, T)`` arrays; ``offsets (S,)`` = cumulative regret before ``start``; ``recorded``:
+    ``{column: (S, T)}`` appended after the standard columns (``run(record=...)``)."""
     actions, rewards, expected, optimal = (np.asarray(a) for a in (actions, rewards, expected, optimal))
     s, t = actions.shape
     regret = optimal.astype(np.float64) - expected.astype(np.float64)
     cum = np.cumsum(regret, axis=1) + (0.0 if offsets is None else np.asarray(offsets)[:, None])
+    extra = {k: np.asarray(v, np.float64).reshape(s * t) for k, v in (recorded or {}).items()}
     return pd.DataFrame(
         {
             "agent": np.repeat(np.array([name], dtype=object), s * t),
@@ -143,7 +146,33 @@ def _frame(name, seeds, actions, rewards, expected, optimal, offsets=None, start
             "regret": regret.ravel(),
             "cumulative_regret": cum.ravel(),
         }
+        | extra
     )
+
+
+def _check_record(record) -> dict[str, Callable]:
+    """``run(record=...)``: ``{column: fn(agent_state) -> scalar}``, checked; ``{}`` for ``None``."""
+    if record is None:
+        return {}
+    if not isinstance(record, dict):
+        raise TypeError(f"record must be a dict {{column: fn(agent_state) -> number}}, got {type(record).__name__}")
+    for k, fn in record.items():
+        if not isinstance(k, str) or not k or k in COLUMNS:
+            raise ValueError(f"record: column name {k!r} must be a non-empty string other than {COLUMNS}")
+        if not callable(fn):
+            raise TypeError(f"record[{k!r}] must be a function of the agent state, got {type(fn).__name__}")
+    return dict(record)
+
+
+def _recorded(record: dict[str, Callable], state) -> tuple:
+    """The ``record`` functions of the agent state after a round's ``observe``: one scalar each."""
+    out = []
+    for k, fn in record.items():
+        v = jnp.asarray(fn(state))
+        if v.size != 1:
+            raise ValueError(f"record[{k!r}] must return one number per round, got an array of shape {v.shape}")
+        out.append(v.reshape(()))
+    return tuple(out)
 
 
 class _Sink:
@@ -206,7 +235,8 @@ def _shardings(n_seeds: int):
     return padded, NamedSharding(mesh, PartitionSpec("seeds")), NamedSharding(mesh, PartitionSpec())
 
 
-def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink, checkpoint=None, save_every=60.0):
+def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink, checkpoint=None, save_every=60.0, record=None):
+    record = record or {}
     fbs = [u.functional(s, steps) for s in seeds]
     for s, fb in zip(seeds, fbs, strict=True):
         if np.shape(fb.index)[0] < steps or np.shape(fb.rewards)[0] < steps:
@@ -251,7 +281,7 @@ def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink, checkpoin
             a = agent._act(key_t, st, ctx)
             r = d["rewards"][t, a]
             st = agent._observe(st, ctx, a, r)
-            return st, (a, r, d["expected"][t, a], jnp.max(d["expected"][t]))
+            return st, (a, r, d["expected"][t, a], jnp.max(d["expected"][t]), _recorded(record, st))
 
         return jax.lax.scan(step, state, t0 + jnp.arange(length))
 
@@ -286,6 +316,8 @@ def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink, checkpoin
     nonfinite: dict[int, int] = {}
     t_next = 0  # the first round not run yet (a resumed run starts at its checkpoint's)
     run_key = dict(agent=name, seeds=[int(s) for s in seeds], steps=steps, segments=[list(g) for g in segments])
+    if record:
+        run_key["record"] = list(record)
     if checkpoint is not None and os.path.exists(checkpoint):
         state, t_next, offsets, nonfinite, run_s = _resume_state(checkpoint, state, run_key, per_seed)
     last_save = time.monotonic()
@@ -307,8 +339,9 @@ def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink, checkpoin
             for s, ok in zip(seeds, healthy, strict=True):
                 if not ok and int(s) not in nonfinite:
                     nonfinite[int(s)] = t0 + keep
-            a, r, e, o = (np.asarray(x)[:n, :keep] for x in out)
-            df = _frame(name, seeds, a, r, e, o, offsets, start=t0)
+            a, r, e, o = (np.asarray(x)[:n, :keep] for x in out[:4])
+            rec = {k: np.asarray(v)[:n, :keep] for k, v in zip(record, out[4], strict=True)}
+            df = _frame(name, seeds, a, r, e, o, offsets, start=t0, recorded=rec)
             df.attrs["nonfinite"] = dict(nonfinite)  # so far: seed -> the round by which its state went NaN/inf
             offsets = df.groupby("seed", sort=False)["cumulative_regret"].last().reindex(seeds).to_numpy()
             sink.add(df)
@@ -428,10 +461,14 @@ def _info_value(info, key, action=None):
     return float(v[action]) if action is not None else float(v)
 
 
-def _run_gym(agent, env, name, seeds, steps, chunk, progress, sink, checkpoint=None, save_every=60.0):
+def _run_gym(agent, env, name, seeds, steps, chunk, progress, sink, checkpoint=None, save_every=60.0, record=None):
     from banditkit.experiments import gym_checkpoint as gck
 
+    record = record or {}
+    recorded = jax.jit(lambda st: _recorded(record, st))
     run_key = dict(agent=name, seeds=[int(s) for s in seeds], steps=steps, chunk=chunk)
+    if record:
+        run_key["record"] = list(record)
     resuming = checkpoint is not None and os.path.exists(checkpoint)
     pg = gck.read(checkpoint, run_key) if resuming else gck.Progress()
     bar = _progress(steps * len(seeds), name, progress)
@@ -451,7 +488,7 @@ def _run_gym(agent, env, name, seeds, steps, chunk, progress, sink, checkpoint=N
                 obs = gck.replay(env, s, pg.actions, pg.rewards)
             else:
                 pg.seed, pg.t_next, pg.offset, pg.actions, pg.rewards = s, 0, 0.0, [], []
-            rows = dict(a=[], r=[], e=[], o=[])
+            rows = dict(a=[], r=[], e=[], o=[], rec=[])
             t0 = t_first = pg.t_next
             for t in range(t_first, steps):
                 tic = time.perf_counter()
@@ -471,16 +508,19 @@ def _run_gym(agent, env, name, seeds, steps, chunk, progress, sink, checkpoint=N
                 rows["r"].append(float(reward))
                 rows["e"].append(float(expected[a]))
                 rows["o"].append(_info_value(info, "optimal_reward"))
+                if record:
+                    rows["rec"].append(jax.device_get(recorded(state)))
                 pg.actions.append(a)
                 pg.rewards.append(float(reward))
                 obs = next_obs
                 done = terminated or truncated
                 if len(rows["a"]) == chunk or t == steps - 1 or done:
                     arr = [np.asarray(rows[k])[None] for k in ("a", "r", "e", "o")]
-                    df = _frame(name, [s], *arr, offsets=np.array([pg.offset]), start=t0)
+                    rec = {k: np.asarray([v[i] for v in rows["rec"]])[None] for i, k in enumerate(record)}
+                    df = _frame(name, [s], *arr, offsets=np.array([pg.offset]), start=t0, recorded=rec)
                     pg.offset = float(df["cumulative_regret"].iloc[-1])
                     t0 = pg.t_next = t + 1
-                    rows = dict(a=[], r=[], e=[], o=[])
+                    rows = dict(a=[], r=[], e=[], o=[], rec=[])
                     sink.add(df)  # the rows first: a checkpoint never runs ahead of them
                     last = t == steps - 1 or done
                     if checkpoint is not None and not last and time.monotonic() - last_save >= save_every:
@@ -530,6 +570,7 @@ def run(
     csv_path: str | os.PathLike | None = None,
     checkpoint: str | os.PathLike | None = None,
     save_every: float = 60.0,
+    record: dict[str, Callable[[Any], Any]] | None = None,
     **env_kwargs,
 ) -> pd.DataFrame:
     """Run one agent on a bandit environment for ``steps`` rounds and each seed; a tidy DataFrame.
@@ -562,10 +603,15 @@ def run(
         replay is a ``ValueError``; :mod:`banditkit.experiments.gym_checkpoint`).  Rows of an interrupted run that
         the caller kept past the checkpoint are the caller's to drop (:func:`checkpoint_rounds`).
       save_every: seconds between checkpoint saves (0: every chunk).
+      record: ``{column: fn}``: after each round's ``observe``, ``fn(agent_state)`` (a jax-traceable function of the
+        :class:`~banditkit.agents.bandit.AgentState`, one number) is recorded in its own column, e.g. the learned
+        observation variance ``{"noise": lambda s: bk.posteriors.noise_variance(s.posterior)}``.  In the compiled
+        loop it runs inside the scan (no extra pass).
 
     Returns:
       DataFrame with columns ``agent, seed, step, action, reward, expected_reward, optimal_reward, regret,
-      cumulative_regret``; ``df.attrs["timing"] = {agent: {compile_s, run_s, per_step_s, steps, seeds, mode}}``.
+      cumulative_regret`` (then the ``record`` columns); ``df.attrs["timing"] = {agent: {compile_s, run_s,
+      per_step_s, steps, seeds, mode}}``.
     """
     if not isinstance(steps, (int, np.integer)) or steps < 1:
         raise ValueError(f"steps must be a positive integer, got {steps!r}")
@@ -601,11 +647,11 @@ def run(
             raise ValueError(f"save_every must be a number of seconds >= 0, got {save_every!r}")
         checkpoint = os.fspath(checkpoint)
         os.makedirs(os.path.dirname(os.path.abspath(checkpoint)), exist_ok=True)
+    record = _check_record(record)
     sink = _Sink(csv_path, on_chunk)
-    if compiled:
-        timing = _run_compiled(agent, u, label, seed_list, steps, chunk, progress, sink, checkpoint, save_every)
-    else:
-        timing = _run_gym(agent, env, label, seed_list, steps, chunk, progress, sink, checkpoint, save_every)
+    loop = _run_compiled if compiled else _run_gym
+    timing = loop(agent, u if compiled else env, label, seed_list, steps, chunk, progress, sink, checkpoint, save_every,
+                  record)
     df = sink.frame()
     df.attrs["timing"] = {label: timing}
     df.attrs["mode"] = timing["mode"]
@@ -679,4 +725,4 @@ def checkpoint_round(path: str | os.PathLike) -> int:
     return min(checkpoint_rounds(path).values(), default=0)
 
 
-_RUN_KEYS = {"compiled", "progress", "chunk_size", "on_chunk", "csv_path", "checkpoint", "save_every"}
+_RUN_KEYS = {"compiled", "progress", "chunk_size", "on_chunk", "csv_path", "checkpoint", "save_every", "record"}

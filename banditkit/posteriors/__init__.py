@@ -2,8 +2,9 @@
 
 See :class:`banditkit.posteriors.base.Posterior`.  Every backend factory is listed in ``REGISTRY`` so agents,
 the CLI and ``BayesOpt`` can resolve it by name with :func:`get`.  ``subspace_from_sgd`` and ``subspace_random``
-are helpers that build the ``(A, θ*)`` basis of ``subspace_ekf``, and ``adaptive_noise`` wraps a filter backend to learn
-its observation variance online; they are exported but are not backends.
+are helpers that build the ``(A, θ*)`` basis of ``subspace_ekf``, ``adaptive_noise`` wraps a filter backend to learn
+its observation variance online and ``noise_variance(state)`` reads the learned variance; they are exported but are
+not backends.
 """
 
 from banditkit.posteriors.base import ParamSpace, Posterior
@@ -17,7 +18,7 @@ from banditkit.posteriors.linear import linear
 from banditkit.posteriors.lofi import lofi
 from banditkit.posteriors.lrkf import lrkf
 from banditkit.posteriors.neural_linear import neural_linear
-from banditkit.posteriors.noise import adaptive_noise
+from banditkit.posteriors.noise import adaptive_noise, noise_variance
 from banditkit.posteriors.replay_sgd import replay_sgd
 from banditkit.posteriors.subspace import subspace_ekf, subspace_from_sgd, subspace_random
 from banditkit.posteriors.vbll import online_vbll, vbll
@@ -49,5 +50,5 @@ def get(name: str):
     return REGISTRY[key]
 
 
-__all__ = ["Posterior", "ParamSpace", "REGISTRY", "get", "adaptive_noise", "subspace_from_sgd", "subspace_random",
-           *REGISTRY]
+__all__ = ["Posterior", "ParamSpace", "REGISTRY", "get", "adaptive_noise", "noise_variance", "subspace_from_sgd",
+           "subspace_random", *REGISTRY]
