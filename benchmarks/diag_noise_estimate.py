@@ -1,11 +1,11 @@
 """Where does the learned observation variance go? (diagnostic for ``diag_obsnoise.md``'s ``learned`` column.)
 
 Runs the ``_vb`` agents of ``common.seed003_agents`` (HiLoFi-TS, LRKF-TS, LoLoFi-TS, LoFi-TS learning the Gaussian
-variance online from the start 0.1, ``banditkit.posteriors.adaptive_noise``) on each environment's functional
-episode, seeds vmapped, in one compiled ``lax.scan`` of ``act`` / ``observe`` with its own Thompson keys
-(``fold_in(PRNGKey(seed), t)``: the benchmark tables' agents and episodes, not their draws), and records the estimate
-``r̂ = β/α`` after every round.  Writes ``TAG.csv`` (``r̂`` and the mean reward so far at a few rounds) and
-``TAG.md``.
+variance online from the start 0.1, ``banditkit.posteriors.adaptive_noise``) with the runner the benchmark tables use
+(``bk.run``, seeds vmapped, the same keys and episodes), recording the estimate ``r̂ = β/α`` after every round
+(``record=``).  Writes ``TAG.csv`` (``r̂`` and the mean reward so far at a few rounds) and ``TAG.md``, which checks
+each seed's mean reward against the same agent's row in the table that ran it (``REFERENCE``), when there is one
+for these rounds.
 
 Usage::
 
@@ -19,42 +19,51 @@ import sys
 import time
 
 import gymnasium as gym
-import jax
-import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from banditkit.environments.functional import observation, step  # noqa: E402
-from banditkit.posteriors.noise import noise_variance  # noqa: E402
+import banditkit as bk  # noqa: E402
 from benchmarks import common  # noqa: E402
 
 ENVS = {"Shuttle": {}, "Adult": {}, "Mushroom": {}, "MovieLens": dict(rank=20, num_movies=20), "MNIST": {}}
 AGENTS = ("hilofi_ts_vb", "lrkf_ts_vb", "lolofi_ts_vb", "lofi_ts_vb")
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")  # the committed tables
+#: the seeds CSV of the table whose ``learned`` column ran these agents (``diag_obsnoise.md``), by environment
+REFERENCE = {"Shuttle": "diag_obsnoise_showdown_shuttle_seeds.csv", "Adult": "diag_obsnoise_showdown_adult_seeds.csv",
+             "Mushroom": "diag_obsnoise_showdown_mushroom_seeds.csv", "MovieLens": "diag_obsnoise_movielens_seeds.csv",
+             "MNIST": "diag_lowrank_mnist_seeds.csv"}
 
 
 def trace(agent, env, seeds: list[int], steps: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(r̂ (seeds, steps), reward (seeds, steps))``: ``r̂`` after each round's ``observe``, seeds vmapped."""
-    fbs = [env.unwrapped.functional(seed, steps) for seed in seeds]
-    fb = jax.tree_util.tree_map(lambda *a: jnp.asarray(np.stack(a)), *fbs)
-    keys = jnp.stack([jax.random.PRNGKey(seed) for seed in seeds])
-    agent.init(keys[0], observation(fbs[0], 0))  # fixes the agent's shapes outside the trace
+    """``(r̂ (seeds, steps), reward (seeds, steps))``: ``r̂`` after each round's ``observe``; the tables' runner and
+    chunking (``common.run_agents``)."""
+    df = bk.run(env, agent, steps, seeds, progress=False, compiled=True, chunk_size=max(25, steps // 40),
+                record={"r_hat": lambda s: bk.posteriors.noise_variance(s.posterior)})
+    wide = lambda col: df.pivot(index="seed", columns="step", values=col).loc[seeds].to_numpy()
+    return wide("r_hat"), wide("reward")
 
-    def run(fb, key):
-        state = agent.init(jax.random.fold_in(key, steps), observation(fb, 0))
 
-        def body(state, t):
-            x = observation(fb, t)
-            a, state = agent.act(jax.random.fold_in(key, t), state, x)
-            r, _, _ = step(fb, t, a)
-            state = agent.observe(state, x, a, r)
-            return state, (noise_variance(state.posterior), r)
-
-        return jax.lax.scan(body, state, jnp.arange(steps))[1]
-
-    r_hat, reward = jax.jit(jax.vmap(run))(fb, keys)
-    return np.asarray(r_hat), np.asarray(reward)
+def reference_check(rows: pd.DataFrame, steps: int) -> list[str]:
+    """Lines saying, per (environment, agent), for how many seeds the mean reward over ``steps`` rounds equals the
+    row of the table in ``REFERENCE`` (same agent, seed and rounds)."""
+    lines = []
+    here = rows[rows["round"] == steps]
+    for (env, agent), g in here.groupby(["env", "agent"], sort=False):
+        path = os.path.join(RESULTS, REFERENCE[env])
+        ref = pd.read_csv(path) if os.path.exists(path) else pd.DataFrame(columns=["agent", "seed", "steps"])
+        ref = ref[(ref.agent == agent) & (ref.steps == steps)].set_index("seed")["mean_reward"]
+        both = [s for s in g.seed if s in ref.index]
+        if not both:
+            lines.append(f"- {env} {agent}: no row of {REFERENCE[env]} ran {steps} rounds")
+            continue
+        diff = {s: float(g.set_index("seed").loc[s, "mean_reward_so_far"]) - float(ref[s]) for s in both}
+        same = sum(abs(d) < 1e-9 for d in diff.values())
+        worst = max(diff.values(), key=abs)
+        lines.append(f"- {env} {agent}: mean reward equal to {REFERENCE[env]} on {same} of {len(both)} seeds"
+                     + ("" if same == len(both) else f" (largest difference {worst:+.4f})"))
+    return lines
 
 
 def main(argv=None) -> None:
@@ -93,13 +102,15 @@ def main(argv=None) -> None:
     lines = [f"# Learned observation variance r̂ over the rounds ({args.seeds} seed(s), mean over seeds)", "",
              "The `_vb` agents (`make_agent(..., adaptive_noise=True)`: `banditkit.posteriors.adaptive_noise`'s "
              "defaults, start 0.1 on rewards divided by the environment's reward scale); `r̂ = β/α` after the "
-             "round's update.  Own compiled loop over the environment's functional episode (own Thompson keys).", "",
+             "round's update, recorded by the benchmark tables' runner (`bk.run(..., record=...)`).", "",
              f"Command: `python benchmarks/diag_noise_estimate.py --envs {','.join(envs)} --steps {args.steps} "
              f"--seeds {args.seeds}`", "", f"Machine: {common.machine()}", "",
              "| environment | agent | " + " | ".join(f"r̂ after {m}" for m in marks) + " |",
              "|---|---|" + "---:|" * len(marks)]
     for (env_name, agent_name), row in piv.iterrows():
         lines.append(f"| {env_name} | {agent_name} | " + " | ".join(f"{row[m]:.3g}" for m in marks) + " |")
+    lines += ["", f"The same runs' rewards against the tables' (per seed, mean over the {args.steps} rounds):", "",
+              *reference_check(df, args.steps)]
     with open(os.path.join(args.out, f"{args.tag}.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
     print(f"wrote {os.path.join(args.out, args.tag)}.md / .csv")
