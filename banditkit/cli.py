@@ -252,8 +252,8 @@ def _bandit(cmd: str, agents: dict, args) -> int:
     obs_noise, adaptive = getattr(args, "obs_noise", None), bool(getattr(args, "adaptive_noise", False))
     run = dict(env=env, agents=agents, steps=args.steps, seeds=args.seeds, set=sets, obs_noise=obs_noise,
                adaptive_noise=adaptive)
-    label = {a: a + "-adaptive_noise" if noise[a].get("adaptive_noise") else a for a in agents}  # rows say which
-    agents, per_agent, noise = ({label[a]: v for a, v in d.items()} for d in (agents, per_agent, noise))
+    labels = {a: a + "-adaptive_noise" if noise[a].get("adaptive_noise") else a for a in agents}  # rows say which
+    agents, per_agent, noise = ({labels[a]: v for a, v in d.items()} for d in (agents, per_agent, noise))
     env_obj, built = None, {}
     if any(per_agent.values()) or any(noise.values()):  # built before the folder is touched: a bad value loses nothing
         from banditkit.agents import make_agent
@@ -329,7 +329,8 @@ def _bandit(cmd: str, agents: dict, args) -> int:
             f"{env}: {len(agents)} agent(s) x {args.seeds} seed(s) x {args.steps} steps in "
             f"{time.perf_counter() - t0:.1f} s" + "".join(f"; --set {k}={v!r}" for k, v in sets.items())
             + ("" if obs_noise is None else f"; --obs-noise {obs_noise:g}")
-            + ("; -adaptive_noise: the observation variance learned online" if adaptive else "") + "\n"
+            + ("; the agents ending in -adaptive_noise learn the observation variance online" if adaptive else "")
+            + "\n"
         )
     _report(df, out, cmd, args.quiet)
     return 0
@@ -431,7 +432,6 @@ def cmd_bo(args) -> int:
         if args.surrogate.strip().lower() == "gp":
             raise CLIError("--adaptive-noise: the gp surrogate fits its noise variance by marginal likelihood "
                            "already; it is for the network surrogates (hilofi, lofi, lrkf, ...)")
-
         try:
             surrogate = adaptive_noise(args.surrogate)
         except ValueError as e:

@@ -231,7 +231,7 @@ def test_obs_noise_and_adaptive_noise_reach_the_agents(tmp_path, built_agents, c
     lofi, lin = built["lofi-thompson-adaptive_noise"], built["linear-thompson"]  # the rows say which learn it
     assert lofi.posterior_name == "adaptive_noise(lofi)" and lin.posterior_name == "linear"
     assert float(lofi.likelihood.obs_noise) == float(lin.likelihood.obs_noise) == 0.02
-    assert "--obs-noise 0.02; -adaptive_noise: the observation variance learned" in capsys.readouterr().out
+    assert "--obs-noise 0.02; the agents ending in -adaptive_noise learn the observation" in capsys.readouterr().out
     summary = open(os.path.join(out, "compare_summary.md")).read()
     assert "| lofi-thompson-adaptive_noise |" in summary and "| linear-thompson |" in summary
     with open(os.path.join(out, "compare_run.json")) as fh:
