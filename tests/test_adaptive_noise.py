@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest
+from chunk_stop import Stop, stop_at_chunk
 from fast_compile import compiled_call
 
 import banditkit as bk
@@ -144,18 +145,8 @@ def test_bandit_agent_switch_runs_and_learns(tmp_path):
     # the (posterior, noise belief) state checkpoints and resumes exactly: stopped after its second chunk
     ck = tmp_path / "vb.bk"
 
-    class Stop(Exception):
-        pass
-
-    chunks = []
-
-    def stop_at_second(chunk):
-        chunks.append(chunk)
-        if len(chunks) == 2:
-            raise Stop
-
     with pytest.raises(Stop):
-        bk.run(env, agent, checkpoint=ck, save_every=0, on_chunk=stop_at_second, **kw)
+        bk.run(env, agent, checkpoint=ck, save_every=0, on_chunk=stop_at_chunk(2), **kw)
     rest = bk.run(env, agent, checkpoint=ck, **kw)
     pd.testing.assert_frame_equal(rest, df[df.step >= 20].reset_index(drop=True))
     key = jax.random.PRNGKey(0)

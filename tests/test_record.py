@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest
+from chunk_stop import Stop, stop_at_chunk
 
 import banditkit as bk
 
@@ -41,18 +42,8 @@ def test_record_survives_a_resume_and_reaches_compare(env_agent, tmp_path):
     ref = bk.run(env, agent, **kw)
     ck = tmp_path / "rec.bk"
 
-    class Stop(Exception):
-        pass
-
-    chunks = []
-
-    def stop(chunk):  # at the second chunk: the state after the first is saved (rows go out before the save)
-        chunks.append(chunk)
-        if len(chunks) == 2:
-            raise Stop
-
-    with pytest.raises(Stop):
-        bk.run(env, agent, checkpoint=ck, save_every=0, on_chunk=stop, **kw)
+    with pytest.raises(Stop):  # the state after the first chunk is saved
+        bk.run(env, agent, checkpoint=ck, save_every=0, on_chunk=stop_at_chunk(2), **kw)
     rest = bk.run(env, agent, checkpoint=ck, **kw)
     pd.testing.assert_frame_equal(rest, ref[ref.step >= 20].reset_index(drop=True))
     with pytest.raises(ValueError, match="another run"):  # the checkpoint's run recorded other columns

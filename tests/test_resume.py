@@ -12,6 +12,7 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
+from chunk_stop import Stop, stop_at_chunk
 
 from banditkit import threads
 from banditkit.bo import BayesOpt
@@ -198,19 +199,9 @@ def test_run_with_a_checkpoint_continues_exactly(tmp_path):
     ref = runner.run("banditkit/Mushroom-v0", "hilofi-thompson", **kw)
     ck = tmp_path / "state" / "hilofi.bk"  # the folder is made on the first save
 
-    class Stop(Exception):
-        pass
-
-    chunks = []
-
-    def stop_at_third(df):
-        chunks.append(df)
-        if len(chunks) == 3:
-            raise Stop
-
     with pytest.raises(Stop):
-        runner.run("banditkit/Mushroom-v0", "hilofi-thompson", checkpoint=ck, save_every=0, on_chunk=stop_at_third,
-                   **kw)
+        runner.run("banditkit/Mushroom-v0", "hilofi-thompson", checkpoint=ck, save_every=0,
+                   on_chunk=stop_at_chunk(3), **kw)
     assert runner.checkpoint_round(ck) == 100  # the rows are delivered before the chunk's state is saved
     rest = runner.run("banditkit/Mushroom-v0", "hilofi-thompson", checkpoint=ck, **kw)
     pd.testing.assert_frame_equal(rest, ref[ref.step >= 100].reset_index(drop=True))
