@@ -215,14 +215,13 @@ def _settings_by_agent(agents: dict, sets: dict) -> dict[str, dict]:
     return taken
 
 
-def _noise_by_agent(agents: dict, args) -> dict[str, dict]:
+def _noise_by_agent(agents: dict, obs: float | None, adaptive: bool) -> dict[str, dict]:
     """Each agent's observation-noise settings from ``--obs-noise`` / ``--adaptive-noise``: ``make_agent`` keyword
     arguments.  ``--adaptive-noise`` wraps the agents whose backend :func:`banditkit.posteriors.adaptive_noise`
     supports (a run where none does is an error naming those backends)."""
     from banditkit.agents.factory import parse_spec
     from banditkit.posteriors.noise import SUPPORTED
 
-    obs, adaptive = getattr(args, "obs_noise", None), getattr(args, "adaptive_noise", False)
     kwargs = {}
     for label, spec in agents.items():
         kw = {} if obs is None else {"obs_noise": obs}
@@ -248,8 +247,8 @@ def _bandit(cmd: str, agents: dict, args) -> int:
     env = _env_id(args.env)
     sets = dict(getattr(args, "set", None) or [])
     per_agent = _settings_by_agent(agents, sets)
-    noise = _noise_by_agent(agents, args)
     obs_noise, adaptive = getattr(args, "obs_noise", None), bool(getattr(args, "adaptive_noise", False))
+    noise = _noise_by_agent(agents, obs_noise, adaptive)
     run = dict(env=env, agents=agents, steps=args.steps, seeds=args.seeds, set=sets, obs_noise=obs_noise,
                adaptive_noise=adaptive)
     labels = {a: a + "-adaptive_noise" if noise[a].get("adaptive_noise") else a for a in agents}  # rows say which

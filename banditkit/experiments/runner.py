@@ -235,8 +235,7 @@ def _shardings(n_seeds: int):
     return padded, NamedSharding(mesh, PartitionSpec("seeds")), NamedSharding(mesh, PartitionSpec())
 
 
-def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink, checkpoint=None, save_every=60.0, record=None):
-    record = record or {}
+def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink, checkpoint, save_every, record):
     fbs = [u.functional(s, steps) for s in seeds]
     for s, fb in zip(seeds, fbs, strict=True):
         if np.shape(fb.index)[0] < steps or np.shape(fb.rewards)[0] < steps:
@@ -461,10 +460,9 @@ def _info_value(info, key, action=None):
     return float(v[action]) if action is not None else float(v)
 
 
-def _run_gym(agent, env, name, seeds, steps, chunk, progress, sink, checkpoint=None, save_every=60.0, record=None):
+def _run_gym(agent, env, name, seeds, steps, chunk, progress, sink, checkpoint, save_every, record):
     from banditkit.experiments import gym_checkpoint as gck
 
-    record = record or {}
     recorded = jax.jit(lambda st: _recorded(record, st))
     run_key = dict(agent=name, seeds=[int(s) for s in seeds], steps=steps, chunk=chunk)
     if record:
