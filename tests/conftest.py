@@ -12,11 +12,26 @@ start inherit them.
 """
 
 import os
+import shutil
 import sys
+import tempfile
 
 if os.environ.get("BANDITKIT_TEST_FULL_XLA_OPT", "0") != "1":
     _FAST = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_FAST}".strip()
+
+# One XLA compilation cache for the whole run, shared by the pytest-xdist workers and the subprocesses the tests
+# start (a resumed run, a CLI command and its reference compile the same programs).  The controller makes it
+# before the workers start (they inherit the variables) and removes it at the end; an entry is a compiled
+# executable keyed by its HLO, flags and versions, so a hit runs the very program a compile would have made.
+# BANDITKIT_TEST_COMPILE_CACHE=0 compiles every program afresh; a JAX_COMPILATION_CACHE_DIR of your own is kept.
+_OWN_CACHE = None
+if os.environ.get("BANDITKIT_TEST_COMPILE_CACHE", "1") != "0" and not os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+    _OWN_CACHE = tempfile.mkdtemp(prefix="banditkit-tests-xla-cache-")
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = _OWN_CACHE
+    os.environ["BANDITKIT_TEST_CACHE_OWNER"] = str(os.getpid())
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+    os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
 
 import jax  # noqa: E402  (after XLA_FLAGS: the backend reads them when it starts)
 import pytest  # noqa: E402
@@ -42,3 +57,9 @@ def _fresh_bench_check_state():
     common = sys.modules.get("benchmarks.common")
     if common is not None:
         common._CHECK.update(rounds=None, differs=[])
+
+
+def pytest_unconfigure(config):
+    """The process that made the run's compilation cache removes it (workers share it and leave it)."""
+    if _OWN_CACHE is not None and os.environ.get("BANDITKIT_TEST_CACHE_OWNER") == str(os.getpid()):
+        shutil.rmtree(_OWN_CACHE, ignore_errors=True)

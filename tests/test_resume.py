@@ -217,7 +217,10 @@ def test_run_with_a_checkpoint_continues_exactly(tmp_path):
     assert runner.checkpoint_round(folder / "linear-thompson.bk") == 40
 
 
-_COMPARE_ARGS = ["compare", "--env", "mushroom", "--agents", "linear-greedy,hilofi", "--steps", "12000", "--seeds",
+# 6000 rounds in chunks of 300: the kill comes as the second agent's first chunk is saved, with ~3 s of its run
+# left (compiling is most of this test's time; 12000 rounds added ~9 s and no more coverage)
+_STEPS = 6000
+_COMPARE_ARGS = ["compare", "--env", "mushroom", "--agents", "linear-greedy,hilofi", "--steps", str(_STEPS), "--seeds",
                  "2", "--quiet"]
 
 
@@ -232,13 +235,13 @@ def test_killed_compare_resumes_exactly(tmp_path, _no_process_blas_cap):
     assert rc == -signal.SIGKILL
     from banditkit.experiments.runner import checkpoint_round
 
-    assert 0 < checkpoint_round(ck) < 12000
+    assert 0 < checkpoint_round(ck) < _STEPS
     assert main([*_COMPARE_ARGS, "--out", str(out), "--resume"]) == 0
     assert not (out / "compare_state").exists()
     ref = tmp_path / "ref"
     assert main([*_COMPARE_ARGS, "--out", str(ref)]) == 0
     a, b = (pd.read_csv(d / "compare.csv") for d in (out, ref))
-    assert len(a) == 2 * 2 * 12000
+    assert len(a) == 2 * 2 * _STEPS
     pd.testing.assert_frame_equal(a, b)
     assert "hilofi-thompson" in (out / "compare_summary.md").read_text()
 
