@@ -14,8 +14,9 @@ Every experiment command writes into ``--out`` (created if needed)::
 ``<cmd> ... --resume`` keeps what had finished and continues the interrupted part exactly where it stopped.
 ``run`` / ``compare`` / ``bo`` ``--set KEY=VALUE`` (repeatable) set posterior (surrogate) hyper-parameters,
 ``--obs-noise`` the variance of the Gaussian reward likelihood and ``--adaptive-noise`` learns that variance online
-(:func:`banditkit.posteriors.adaptive_noise`, for the filter backends that support it); all are saved with the run's
-options.
+(:func:`banditkit.posteriors.adaptive_noise`, for the filter backends that support it) — or, for one agent, a name
+ending in ``-adaptive_noise`` (``--agents hilofi,hilofi-adaptive_noise``: fixed and learned side by side); all are
+saved with the run's options.
 
 ``--quiet`` silences progress bars.  Every command first caps BLAS at one thread
 (:func:`banditkit.threads.limit_blas_threads`; ``BANDITKIT_BLAS_THREADS=system`` leaves it).  Errors print one
@@ -72,10 +73,20 @@ def _env_id(name: str) -> str:
 
 
 def _spec(agent: str, policy: str) -> str:
+    """``agent`` with ``--policy`` appended when it names a posterior only (``hilofi`` -> ``hilofi-thompson``,
+    ``hilofi-adaptive_noise`` -> ``hilofi-thompson-adaptive_noise``); a full spec or a point-estimate baseline
+    (``lofi-ucb``, ``eps_greedy``) is kept as written, and a bad name is reported where the agents are built."""
+    from banditkit.agents.factory import ADAPTIVE_SUFFIX, parse_spec, split_noise_suffix
+
     a = agent.strip()
-    if "-" in a.replace("eps-greedy", "eps_greedy").replace("epsilon-greedy", "epsilon_greedy") or a in _POINT_ESTIMATE:
+    core, learns = split_noise_suffix(a) if a else (a, False)
+    if core in _POINT_ESTIMATE:
         return a
-    return f"{a}-{policy}"
+    try:
+        parse_spec(f"{core}-{policy}")
+    except ValueError:  # already has a policy, or no valid name at all
+        return a
+    return f"{core}-{policy}" + (f"-{ADAPTIVE_SUFFIX}" if learns else "")
 
 
 def _out_dir(path: str) -> str:
@@ -218,17 +229,18 @@ def _settings_by_agent(agents: dict, sets: dict) -> dict[str, dict]:
 def _noise_by_agent(agents: dict, obs: float | None, adaptive: bool) -> dict[str, dict]:
     """Each agent's observation-noise settings from ``--obs-noise`` / ``--adaptive-noise``: ``make_agent`` keyword
     arguments.  ``--adaptive-noise`` wraps the agents whose backend :func:`banditkit.posteriors.adaptive_noise`
-    supports (a run where none does is an error naming those backends)."""
-    from banditkit.agents.factory import parse_spec
+    supports (a run where none does is an error naming those backends); an agent whose spec ends in
+    ``-adaptive_noise`` learns it anyway (``make_agent`` reads the suffix)."""
+    from banditkit.agents.factory import parse_spec, split_noise_suffix
     from banditkit.posteriors.noise import SUPPORTED
 
     kwargs = {}
     for label, spec in agents.items():
         kw = {} if obs is None else {"obs_noise": obs}
-        if adaptive and parse_spec(spec)[0] in SUPPORTED:
+        if adaptive and parse_spec(spec)[0] in SUPPORTED and not split_noise_suffix(spec)[1]:
             kw["adaptive_noise"] = True
         kwargs[label] = kw
-    if adaptive and not any("adaptive_noise" in kw for kw in kwargs.values()):
+    if adaptive and not any("adaptive_noise" in kw or split_noise_suffix(agents[a])[1] for a, kw in kwargs.items()):
         raise CLIError(f"--adaptive-noise: none of these agents has a backend that learns its noise this way "
                        f"({', '.join(sorted(SUPPORTED))}); neural_linear and linear learn theirs already")
     return kwargs
@@ -239,6 +251,7 @@ def _bandit(cmd: str, agents: dict, args) -> int:
 
     import pandas as pd
 
+    from banditkit.agents.factory import split_noise_suffix
     from banditkit.experiments import runner
 
     out = _out_dir(args.out)
@@ -252,19 +265,22 @@ def _bandit(cmd: str, agents: dict, args) -> int:
     run = dict(env=env, agents=agents, steps=args.steps, seeds=args.seeds, set=sets, obs_noise=obs_noise,
                adaptive_noise=adaptive)
     labels = {a: a + "-adaptive_noise" if noise[a].get("adaptive_noise") else a for a in agents}  # rows say which
+    twice = sorted({b for b in labels.values() if list(labels.values()).count(b) > 1})
+    if twice:
+        raise CLIError(f"--adaptive-noise: {', '.join(twice)} would run twice (an agent listed both with and without "
+                       "the -adaptive_noise suffix); list it once, or drop --adaptive-noise to compare the two")
     agents, per_agent, noise = ({labels[a]: v for a, v in d.items()} for d in (agents, per_agent, noise))
     env_obj, built = None, {}
-    if any(per_agent.values()) or any(noise.values()):  # built before the folder is touched: a bad value loses nothing
+    custom = [a for a in agents if per_agent[a] or noise[a] or split_noise_suffix(agents[a])[1]]
+    if custom:  # built before the folder is touched: a bad value loses nothing
         from banditkit.agents import make_agent
 
         env_obj = runner._make_env(env, {}, args.steps)
-        for label in agents:
-            if per_agent[label] or noise[label]:
-                try:
-                    built[label] = make_agent(agents[label], env_obj, posterior_kwargs=per_agent[label],
-                                              **noise[label])
-                except (TypeError, ValueError) as e:
-                    raise CLIError(f"--set for {label}: {e}") from None
+        for label in custom:
+            try:
+                built[label] = make_agent(agents[label], env_obj, posterior_kwargs=per_agent[label], **noise[label])
+            except (TypeError, ValueError) as e:
+                raise CLIError(f"{'--set for ' if per_agent[label] else ''}{label}: {e}") from None
     old = pd.DataFrame()
     timing: dict = {}
     finished: set[str] = set()
@@ -630,7 +646,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Compare agents on the same environment and seeds.",
     )
     c.add_argument("--env", required=True, help="environment: mnist, mushroom, shuttle, adult, wheel, ...")
-    c.add_argument("--agents", required=True, help="comma-separated: hilofi,lofi,neural_linear,eps_greedy")
+    c.add_argument("--agents", required=True,
+                   help="comma-separated: hilofi,lofi,neural_linear,eps_greedy (a name ending in -adaptive_noise "
+                   "learns its observation variance: hilofi,hilofi-adaptive_noise)")
     c.add_argument("--policy", default="thompson", help="policy for names without one (default thompson)")
     _set_arg(c)
     _noise_args(c, 0.1, "of the reward scaled to max |expected reward| = 1")

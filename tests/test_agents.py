@@ -146,6 +146,28 @@ def test_parse_spec_and_aliases():
         parse_spec("hilofi-softmax")
 
 
+def test_adaptive_noise_spec_suffix():
+    """``-adaptive_noise`` (or ``-adaptive-noise``) after a spec is ``make_agent(..., adaptive_noise=True)``; the
+    spec's other parts read as without it, and a contradiction or an unsupported backend is an error."""
+    from banditkit.agents.factory import split_noise_suffix
+
+    assert parse_spec("hilofi-ucb-adaptive_noise") == ("hilofi", "ucb")
+    assert parse_spec("lofi-adaptive-noise") == ("lofi", "thompson")
+    assert split_noise_suffix("diag-ekf-ts-Adaptive_Noise") == ("diag-ekf-ts", True)
+    assert split_noise_suffix("hilofi-thompson") == ("hilofi-thompson", False)
+    with pytest.raises(ValueError, match="cannot read agent spec"):
+        parse_spec("adaptive_noise")  # the suffix alone names no posterior
+    env = _env("mlp")
+    learned = make_agent("lofi-ucb-adaptive_noise", env)
+    assert learned.posterior_name == "adaptive_noise(lofi)" and learned.spec == "lofi-ucb-adaptive_noise"
+    assert make_agent("lofi-ucb", env, adaptive_noise=True).posterior.hyper == learned.posterior.hyper
+    assert make_agent("lofi-ucb", env).posterior_name == "lofi"
+    with pytest.raises(ValueError, match="drop one of the two"):
+        make_agent("lofi-ucb-adaptive_noise", env, adaptive_noise=False)
+    with pytest.raises(ValueError, match="not a Gaussian filter"):
+        make_agent("linear-thompson-adaptive_noise", env)
+
+
 def test_make_agent_uses_the_env_default_model():
     agent = make_agent("lofi-ucb", _env("mlp"))
     assert isinstance(agent.model, MLP) and agent.model.features == (50, 50) and agent.model.out == K

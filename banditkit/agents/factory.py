@@ -5,6 +5,8 @@ Spec grammar (case-insensitive; ``-`` separates the two parts, ``_`` or ``-`` in
     "hilofi-thompson"  "lofi-ucb"  "neural_linear-ts"  "replay_sgd-eps_greedy"  "linear-thompson"
     "hilofi"           -> thompson sampling on that posterior
     "eps_greedy"       -> replay_sgd-epsilon_greedy (a point-estimate baseline; likewise "greedy")
+    "hilofi-thompson-adaptive_noise"  -> learns its Gaussian observation variance online
+                                         (make_agent(..., adaptive_noise=True); Gaussian filter backends only)
 
 The reward model comes from ``env.unwrapped.default_model``:
 
@@ -73,11 +75,33 @@ def _policy_key(token: str) -> str | None:
     return key if key in _rules.POLICIES or key == "thompson_predictive" else None
 
 
-def parse_spec(spec: str) -> tuple[str, str]:
-    """``"POSTERIOR-POLICY"`` -> ``(posterior name, policy name)`` (see the module docstring)."""
+#: the spec suffix that learns the Gaussian observation variance online (``make_agent(..., adaptive_noise=True)``)
+ADAPTIVE_SUFFIX = "adaptive_noise"
+
+
+def _tokens(spec: str) -> tuple[list[str], bool]:
+    """The spec's ``-``-separated tokens without a trailing ``adaptive_noise`` (or ``adaptive-noise``), and whether
+    it had one."""
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"agent spec must be a non-empty string like 'hilofi-thompson', got {spec!r}")
     tokens = [t for t in spec.strip().split("-") if t]
+    for n in (1, 2):
+        if len(tokens) > n and _norm("_".join(tokens[-n:])) == ADAPTIVE_SUFFIX:
+            return tokens[:-n], True
+    return tokens, False
+
+
+def split_noise_suffix(spec: str) -> tuple[str, bool]:
+    """``(spec without a trailing -adaptive_noise, whether it had one)``: ``"hilofi-ts-adaptive_noise"`` ->
+    ``("hilofi-ts", True)`` (that agent learns its observation variance online)."""
+    tokens, learns = _tokens(spec)
+    return "-".join(tokens), learns
+
+
+def parse_spec(spec: str) -> tuple[str, str]:
+    """``"POSTERIOR-POLICY[-adaptive_noise]"`` -> ``(posterior name, policy name)`` (see the module docstring;
+    :func:`split_noise_suffix` reads the suffix)."""
+    tokens = _tokens(spec)[0]
     table = backends()
     # longest posterior prefix that names a backend, the rest is the policy
     for cut in range(len(tokens), 0, -1):
@@ -167,7 +191,8 @@ def make_agent(
     """Agent for ``env`` from a spec string (``"hilofi-thompson"``, ``"lofi-ucb"``, ``"eps_greedy"``, ...).
 
     Args:
-      spec: ``"POSTERIOR-POLICY"``; unknown names raise ``ValueError`` listing the valid ones.
+      spec: ``"POSTERIOR-POLICY"``, optionally ending in ``-adaptive_noise`` (the same as passing
+        ``adaptive_noise=True``); unknown names raise ``ValueError`` listing the valid ones.
       env: a Gymnasium env (or its ``unwrapped``) exposing ``num_actions``, ``per_arm_features``,
         ``default_model`` and optionally ``reward_scale`` (else estimated: :func:`reward_scale`).
       model: override the default reward model (its head covariance stays one dense block: pass
@@ -177,6 +202,11 @@ def make_agent(
       agent_kwargs: passed to :class:`BanditAgent` (``likelihood``, ``obs_noise``, ``warmup_steps``, ...).
     """
     post_name, pol_name = parse_spec(spec)
+    if split_noise_suffix(spec)[1]:
+        if "adaptive_noise" in agent_kwargs and not agent_kwargs["adaptive_noise"]:
+            raise ValueError(f"agent spec {spec!r} asks for a learned observation variance but adaptive_noise="
+                             f"{agent_kwargs['adaptive_noise']!r} was passed; drop one of the two")
+        agent_kwargs.setdefault("adaptive_noise", True)
     u = getattr(env, "unwrapped", env)
     if getattr(u, "task", "bandit") == "bo":
         raise ValueError(
