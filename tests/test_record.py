@@ -48,8 +48,11 @@ def test_record_survives_a_resume_and_reaches_compare(env_agent, tmp_path):
     pd.testing.assert_frame_equal(rest, ref[ref.step >= 20].reset_index(drop=True))
     with pytest.raises(ValueError, match="another run"):  # the checkpoint's run recorded other columns
         bk.run(env, agent, checkpoint=ck, **{**kw, "record": {"observed": RECORD["observed"]}})
-    both = bk.compare({"vb": agent}, env, steps=20, seeds=1, progress=False, record={"n": lambda s: s.step})
+    both = bk.compare({"vb": agent, "fixed": "lofi-thompson"}, env, steps=20, seeds=1, progress=False,
+                      record={"n": lambda s: s.step, "r_hat": RECORD["r_hat"]})
     assert (both.n == both.step + 1).all()
+    vb, fixed = (both[both.agent == a] for a in ("vb", "fixed"))  # noise_variance is None for a fixed variance
+    assert np.isfinite(vb.r_hat).all() and fixed.r_hat.isna().all() and len(fixed) == 20
 
 
 def test_record_errors_say_what_is_wrong(env_agent):

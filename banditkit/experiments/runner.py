@@ -165,10 +165,12 @@ def _check_record(record) -> dict[str, Callable]:
 
 
 def _recorded(record: dict[str, Callable], state) -> tuple:
-    """The ``record`` functions of the agent state after a round's ``observe``: one scalar each."""
+    """The ``record`` functions of the agent state after a round's ``observe``: one scalar each (NaN where a function
+    returns ``None``: it does not apply to this agent)."""
     out = []
     for k, fn in record.items():
-        v = jnp.asarray(fn(state))
+        v = fn(state)
+        v = jnp.asarray(jnp.nan if v is None else v)
         if v.size != 1:
             raise ValueError(f"record[{k!r}] must return one number per round, got an array of shape {v.shape}")
         out.append(v.reshape(()))
@@ -603,8 +605,10 @@ def run(
       save_every: seconds between checkpoint saves (0: every chunk).
       record: ``{column: fn}``: after each round's ``observe``, ``fn(agent_state)`` (a jax-traceable function of the
         :class:`~banditkit.agents.bandit.AgentState`, one number) is recorded in its own column, e.g. the learned
-        observation variance ``{"noise": lambda s: bk.posteriors.noise_variance(s.posterior)}``.  In the compiled
-        loop it runs inside the scan (no extra pass).
+        observation variance ``{"noise": lambda s: bk.posteriors.noise_variance(s.posterior)}``.  A function that
+        returns ``None`` (it does not apply to this agent: ``noise_variance`` of a posterior whose variance is fixed)
+        gives NaN, so one ``record`` serves a :func:`compare` of different agents.  In the compiled loop it runs
+        inside the scan (no extra pass).
 
     Returns:
       DataFrame with columns ``agent, seed, step, action, reward, expected_reward, optimal_reward, regret,

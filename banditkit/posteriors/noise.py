@@ -66,8 +66,12 @@ def _estimate(shape: Array, scale: Array, floor: float) -> Array:
     return jnp.maximum(scale / shape, floor)
 
 
-def noise_variance(state: NoiseState, floor: float = 0.0) -> Array:
-    """The current estimate ``r̂ = β / α`` of the observation variance (``()``)."""
+def noise_variance(state: NoiseState | Any, floor: float = 0.0) -> Array | None:
+    """The current estimate ``r̂ = β / α`` of the observation variance (``()``) of an :func:`adaptive_noise` state;
+    ``None`` for any other backend's state (its variance is the likelihood's fixed ``obs_noise``), which
+    ``run(record=...)`` records as NaN."""
+    if not isinstance(state, NoiseState):
+        return None
     return _estimate(state.shape, state.scale, floor)
 
 
