@@ -29,7 +29,6 @@ _OWN_CACHE = None
 if os.environ.get("BANDITKIT_TEST_COMPILE_CACHE", "1") != "0" and not os.environ.get("JAX_COMPILATION_CACHE_DIR"):
     _OWN_CACHE = tempfile.mkdtemp(prefix="banditkit-tests-xla-cache-")
     os.environ["JAX_COMPILATION_CACHE_DIR"] = _OWN_CACHE
-    os.environ["BANDITKIT_TEST_CACHE_OWNER"] = str(os.getpid())
     os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
     os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
 
@@ -60,6 +59,6 @@ def _fresh_bench_check_state():
 
 
 def pytest_unconfigure(config):
-    """The process that made the run's compilation cache removes it (workers share it and leave it)."""
-    if _OWN_CACHE is not None and os.environ.get("BANDITKIT_TEST_CACHE_OWNER") == str(os.getpid()):
+    """The process that made the run's compilation cache removes it (the workers found it set and leave it)."""
+    if _OWN_CACHE is not None:
         shutil.rmtree(_OWN_CACHE, ignore_errors=True)
