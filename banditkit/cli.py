@@ -234,15 +234,16 @@ def _noise_by_agent(agents: dict, obs: float | None, adaptive: bool) -> dict[str
     from banditkit.agents.factory import parse_spec, split_noise_suffix
     from banditkit.posteriors.noise import SUPPORTED
 
+    learnable = {label: parse_spec(spec)[0] in SUPPORTED for label, spec in agents.items()}
+    if adaptive and not any(learnable.values()):
+        raise CLIError(f"--adaptive-noise: none of these agents has a backend that learns its noise this way "
+                       f"({', '.join(sorted(SUPPORTED))}); neural_linear and linear learn theirs already")
     kwargs = {}
     for label, spec in agents.items():
         kw = {} if obs is None else {"obs_noise": obs}
-        if adaptive and parse_spec(spec)[0] in SUPPORTED and not split_noise_suffix(spec)[1]:
+        if adaptive and learnable[label] and not split_noise_suffix(spec)[1]:
             kw["adaptive_noise"] = True
         kwargs[label] = kw
-    if adaptive and not any("adaptive_noise" in kw or split_noise_suffix(agents[a])[1] for a, kw in kwargs.items()):
-        raise CLIError(f"--adaptive-noise: none of these agents has a backend that learns its noise this way "
-                       f"({', '.join(sorted(SUPPORTED))}); neural_linear and linear learn theirs already")
     return kwargs
 
 
