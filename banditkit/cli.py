@@ -252,7 +252,7 @@ def _bandit(cmd: str, agents: dict, args) -> int:
 
     import pandas as pd
 
-    from banditkit.agents.factory import split_noise_suffix
+    from banditkit.agents.factory import ADAPTIVE_SUFFIX, split_noise_suffix
     from banditkit.experiments import runner
 
     out = _out_dir(args.out)
@@ -265,7 +265,7 @@ def _bandit(cmd: str, agents: dict, args) -> int:
     noise = _noise_by_agent(agents, obs_noise, adaptive)
     run = dict(env=env, agents=agents, steps=args.steps, seeds=args.seeds, set=sets, obs_noise=obs_noise,
                adaptive_noise=adaptive)
-    labels = {a: a + "-adaptive_noise" if noise[a].get("adaptive_noise") else a for a in agents}  # rows say which
+    labels = {a: f"{a}-{ADAPTIVE_SUFFIX}" if noise[a].get("adaptive_noise") else a for a in agents}  # rows say which
     twice = sorted({b for b in labels.values() if list(labels.values()).count(b) > 1})
     if twice:
         raise CLIError(f"--adaptive-noise: {', '.join(twice)} would run twice (an agent listed both with and without "
@@ -435,24 +435,30 @@ def cmd_bo(args) -> int:
     except ValueError as e:
         raise CLIError(f"banditkit bo: error: {e}") from e
     features = tuple(int(w) for w in args.features.split(",") if w.strip())
-    out = _out_dir(args.out)
+    out = args.out  # made once the settings are checked: a refused command leaves no folder behind
     csv, run_file, state_dir = (os.path.join(out, n) for n in ("bo.csv", _BO_RUN, _BO_STATE))
     sets = dict(args.set or [])
     if args.rank is not None and "rank" in sets:
         raise CLIError("give the surrogate's rank once: --rank or --set rank=..., not both")
     kwargs = ({} if args.rank is None else {"rank": args.rank}) | sets
-    surrogate, noise = args.surrogate, {} if args.obs_noise is None else {"obs_noise": args.obs_noise}
-    if args.adaptive_noise:
-        from banditkit.posteriors import adaptive_noise
+    noise = {} if args.obs_noise is None else {"obs_noise": args.obs_noise}
+    from banditkit.posteriors import SUFFIX, split_suffix
 
-        if args.surrogate.strip().lower() == "gp":
-            raise CLIError("--adaptive-noise: the gp surrogate fits its noise variance by marginal likelihood "
-                           "already; it is for the network surrogates (hilofi, lofi, lrkf, ...)")
+    base, learns = split_suffix(args.surrogate)  # --surrogate hilofi-adaptive_noise is --adaptive-noise
+    learns = learns or args.adaptive_noise
+    flag = "--adaptive-noise" if args.adaptive_noise else f"--surrogate {args.surrogate}"
+    if learns and base.strip().lower() == "gp":
+        raise CLIError(f"{flag}: the gp surrogate fits its noise variance by marginal likelihood already; learning "
+                       "the variance online is for the network surrogates (hilofi, lofi, lrkf, ...)")
+    surrogate = f"{base}-{SUFFIX}" if learns else base
+    if learns:
+        from banditkit.posteriors import get
+
         try:
-            surrogate = adaptive_noise(args.surrogate)
+            get(surrogate)
         except ValueError as e:
-            raise CLIError(f"--adaptive-noise: {e}") from None
-    if sets or args.adaptive_noise:  # the surrogate built once before the folder is touched: nothing is lost
+            raise CLIError(f"{flag}: {e}") from None
+    if sets or learns:  # the surrogate built once before the folder is touched: nothing is lost
         from banditkit.bo import BayesOpt
 
         try:
@@ -460,10 +466,11 @@ def cmd_bo(args) -> int:
                      surrogate_kwargs=kwargs, features=features, n_candidates=args.candidates, **noise)
         except (TypeError, ValueError) as e:
             raise CLIError(f"--set: {str(e).strip().splitlines()[0]}") from None
-    run = dict(function=fn.name, dim=fn.dim, surrogate=args.surrogate, acquisition=args.acquisition,
+    _out_dir(out)
+    run = dict(function=fn.name, dim=fn.dim, surrogate=base, acquisition=args.acquisition,
                evals=args.evals, features=list(features), rank=args.rank, candidates=args.candidates,
                maximizer=args.maximizer, trust_region=args.trust_region, set=sets, obs_noise=args.obs_noise,
-               adaptive_noise=args.adaptive_noise)
+               adaptive_noise=learns)
     if args.resume:
         _check_resumable(run_file, run, out, may_change=" (only --seeds may change)",
                          absent=dict(set={}, obs_noise=None, adaptive_noise=False))
@@ -472,8 +479,8 @@ def cmd_bo(args) -> int:
         _start_run(run_file, run, csv, state_dir)
         done = {}
     os.makedirs(state_dir, exist_ok=True)
-    name = (f"{args.surrogate}-{args.acquisition}" + {None: "", True: "-tr", False: "-global"}[args.trust_region]
-            + ("-adaptive_noise" if args.adaptive_noise else ""))
+    name = (f"{base}-{args.acquisition}" + {None: "", True: "-tr", False: "-global"}[args.trust_region]
+            + (f"-{SUFFIX}" if learns else ""))
     minimum = fn.minimum
     from tqdm.auto import tqdm
 
@@ -664,7 +671,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--function", default="branin", help="branin, hartmann6, ackley, drawnn (default branin)")
     b.add_argument("--dim", type=_positive, default=None, help="dimension for ackley / drawnn")
-    b.add_argument("--surrogate", default="hilofi", help="posterior backend of the surrogate (default hilofi)")
+    b.add_argument("--surrogate", default="hilofi",
+                   help="posterior backend of the surrogate (default hilofi), or gp; a name ending in -adaptive_noise "
+                   "(hilofi-adaptive_noise) learns its observation variance, as --adaptive-noise does")
     b.add_argument("--acquisition", default="thompson", choices=["thompson", "ei", "pi", "ucb"])
     b.add_argument("--evals", type=_positive, default=40, help="evaluations per seed (default 40)")
     b.add_argument("--seeds", type=_positive, default=3, help="number of seeds (default 3)")

@@ -185,9 +185,45 @@ def test_bayesopt_takes_the_wrapped_backend_with_its_defaults():
     """A wrapped factory gets the BO defaults of the backend it wraps and only keywords that backend takes."""
     opt = bk.BayesOpt([(0.0, 1.0), (0.0, 2.0)], surrogate=P_.adaptive_noise("lofi"), features=(16,),
                       n_candidates=64, seed=0, surrogate_kwargs=dict(rank=4))
-    assert opt.surrogate == "adaptive_noise(lofi)"
+    assert opt.surrogate == "lofi-adaptive_noise"  # the name posteriors.get resolves back to this factory
     assert opt.surrogate_kwargs == {"rank": 4, "init_cov": 1e-2}  # lofi's BO prior, no HiLoFi-only last_layer
     for _ in range(6):
         x = opt.ask()
         opt.tell(x, float(np.sum((np.asarray(x) - 0.3) ** 2)))
     assert len(opt.history) == 6 and np.isfinite(opt.best[1])
+
+
+def test_the_name_suffix_is_the_wrapper():
+    """``get("NAME-adaptive_noise")`` is ``adaptive_noise("NAME")`` — one memoised object, so kernels keyed on the
+    factory are shared — and ``name_of`` gives the name back; re-wrapping with other settings is refused."""
+    wrapped = P_.get("Lofi-Adaptive-Noise")
+    assert wrapped is P_.adaptive_noise("lofi") is P_.adaptive_noise(P_.lofi) is P_.adaptive_noise(wrapped)
+    assert wrapped.backend is P_.lofi and P_.name_of(wrapped) == "lofi-adaptive_noise"
+    assert P_.name_of(P_.lofi) == "lofi" and P_.name_of(P_.adaptive_noise("lofi", forgetting=0.99)) is None
+    assert P_.split_suffix("hilofi_adaptive_noise") == ("hilofi", True)
+    assert P_.split_suffix("adaptive_noise") == ("adaptive_noise", False)
+    with pytest.raises(ValueError, match="learns its noise already"):
+        P_.adaptive_noise(wrapped, forgetting=0.99)
+    with pytest.raises(ValueError, match="not a Gaussian filter"):
+        P_.get("neural_linear-adaptive_noise")
+    with pytest.raises(ValueError, match="unknown posterior backend 'nope'"):
+        P_.get("nope-adaptive_noise")
+    model = bk.models.MLP(features=(6,), out=3)
+    agent = bk.agents.BanditAgent(model, "lofi-adaptive_noise", "thompson", num_actions=3, adaptive_noise=True)
+    assert agent.posterior_name == "adaptive_noise(lofi)"  # the flag on a suffixed name wraps once
+
+
+def test_bayesopt_saves_and_loads_a_suffixed_surrogate_by_name(tmp_path):
+    """``surrogate="lofi-adaptive_noise"`` is stored by name: ``load`` needs no factory and continues exactly."""
+    opt = bk.BayesOpt([(0.0, 1.0)] * 2, surrogate="lofi-adaptive_noise", features=(8,), n_candidates=32, seed=1,
+                      surrogate_kwargs=dict(rank=2))
+    for _ in range(6):
+        x = opt.ask()
+        opt.tell(x, float(np.sum((np.asarray(x) - 0.3) ** 2)))
+    opt.save(tmp_path / "o.bk")
+    back = bk.BayesOpt.load(tmp_path / "o.bk")
+    assert back.surrogate == "lofi-adaptive_noise"
+    assert float(P_.noise_variance(back.posterior[1])) == pytest.approx(float(P_.noise_variance(opt.posterior[1])))
+    np.testing.assert_allclose(back.ask(), opt.ask())
+    with pytest.raises(ValueError, match="marginal likelihood"):
+        bk.BayesOpt([(0.0, 1.0)], surrogate="gp-adaptive_noise")

@@ -289,10 +289,20 @@ def test_bo_obs_noise_and_adaptive_noise(tmp_path, monkeypatch, capsys):
     out = tmp_path / "bo"
     argv = ["bo", "--evals", "5", "--seeds", "1", "--features", "8", "--rank", "2", "--candidates", "16", "--quiet"]
     assert main([*argv, "--obs-noise", "0.05", "--adaptive-noise", "--out", str(out)]) == 0
-    assert seen[0]["obs_noise"] == 0.05 and seen[0]["surrogate"].__name__ == "adaptive_noise(hilofi)"
+    assert seen[0]["obs_noise"] == 0.05 and seen[0]["surrogate"] == "hilofi-adaptive_noise"
     assert set(pd.read_csv(out / "bo.csv").agent) == {"hilofi-thompson-adaptive_noise"}
     saved = json.loads((out / "bo_run.json").read_text())
     assert (saved["obs_noise"], saved["adaptive_noise"]) == (0.05, True)
     _one_line_error(capsys, [*argv, "--out", str(out), "--resume"], "--obs-noise 0.05 (now None)")
     _one_line_error(capsys, [*argv, "--surrogate", "gp", "--adaptive-noise", "--out", str(tmp_path / "g")],
                     "--adaptive-noise", "marginal likelihood")
+    # the suffix on --surrogate is the same run as --adaptive-noise: it resumes it, and the rows read alike
+    assert main([*argv, "--obs-noise", "0.05", "--seeds", "2", "--surrogate", "hilofi-adaptive-noise",
+                 "--out", str(out), "--resume"]) == 0
+    assert seen[-1]["surrogate"] == "hilofi-adaptive_noise" and len(seen) == 2  # only seed 1 ran
+    assert set(pd.read_csv(out / "bo.csv").agent) == {"hilofi-thompson-adaptive_noise"}
+    _one_line_error(capsys, [*argv, "--surrogate", "neural_linear-adaptive_noise", "--out", str(tmp_path / "n")],
+                    "--surrogate neural_linear-adaptive_noise", "not a Gaussian filter")
+    _one_line_error(capsys, [*argv, "--surrogate", "gp-adaptive_noise", "--out", str(tmp_path / "g")],
+                    "--surrogate gp-adaptive_noise", "marginal likelihood")
+    assert not (tmp_path / "n").exists() and not (tmp_path / "g").exists()  # refused before any file was written

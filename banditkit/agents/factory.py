@@ -34,6 +34,7 @@ from banditkit.agents.bandit import BanditAgent, backends
 from banditkit.likelihoods import Gaussian
 from banditkit.models import MLP, EmbeddingMLP, LeNet5
 from banditkit.policies import rules as _rules
+from banditkit.posteriors import noise as _noise
 
 # Defaults for bandit runs (filtered by each factory's signature, so a missing keyword is never passed).
 DEFAULT_HYPER: dict[str, dict] = {
@@ -76,7 +77,7 @@ def _policy_key(token: str) -> str | None:
 
 
 #: the spec suffix that learns the Gaussian observation variance online (``make_agent(..., adaptive_noise=True)``)
-ADAPTIVE_SUFFIX = "adaptive_noise"
+ADAPTIVE_SUFFIX = _noise.SUFFIX
 
 
 def _tokens(spec: str) -> tuple[list[str], bool]:
@@ -84,11 +85,8 @@ def _tokens(spec: str) -> tuple[list[str], bool]:
     it had one."""
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"agent spec must be a non-empty string like 'hilofi-thompson', got {spec!r}")
-    tokens = [t for t in spec.strip().split("-") if t]
-    for n in (1, 2):
-        if len(tokens) > n and _norm("_".join(tokens[-n:])) == ADAPTIVE_SUFFIX:
-            return tokens[:-n], True
-    return tokens, False
+    core, learns = _noise.split_suffix(spec)
+    return [t for t in core.split("-") if t], learns
 
 
 def split_noise_suffix(spec: str) -> tuple[str, bool]:

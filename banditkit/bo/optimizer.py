@@ -149,7 +149,9 @@ class BayesOpt:
     Args:
       bounds: ``[(low, high), ...]``, one pair per dimension.
       surrogate: a posterior backend name of ``bk.posteriors.REGISTRY`` (``"hilofi"``, ``"lofi"``, ``"lrkf"``,
-        ``"ekf"``, ``"neural_linear"``, ``"replay_sgd"``, ...) or a factory ``factory(apply_fn, likelihood, **kw)``.
+        ``"ekf"``, ``"neural_linear"``, ``"replay_sgd"``, ...), optionally ending in ``-adaptive_noise`` (the
+        Gaussian filters: the observation variance is learned online, ``bk.posteriors.adaptive_noise``), ``"gp"``,
+        or a factory ``factory(apply_fn, likelihood, **kw)``.
       acquisition: ``"thompson"``, ``"ei"``, ``"pi"`` or ``"ucb"``.
       direction: ``"maximize"`` or ``"minimize"``.
       seed: integer seed of everything random (network init, Sobol scrambling, Thompson draws).
@@ -310,13 +312,17 @@ class BayesOpt:
 
     def _init_network(self, surrogate: str | Callable, model: Any, surrogate_kwargs: dict | None) -> None:
         if isinstance(surrogate, str):
+            base, learns = _posteriors.split_suffix(surrogate)
+            if learns and base.lower() == "gp":
+                raise ValueError("surrogate 'gp-adaptive_noise': the GP fits its noise variance by marginal likelihood "
+                                 "already; -adaptive_noise is for the network surrogates (hilofi, lofi, lrkf, ...)")
             factory = _posteriors.get(surrogate)
-            self.surrogate = surrogate.strip().lower().replace("-", "_")
         elif callable(surrogate):
             factory = surrogate
-            self.surrogate = getattr(surrogate, "__name__", "custom")
         else:
             raise TypeError(f"surrogate must be a backend name or a posterior factory, got {type(surrogate).__name__}")
+        # a registered name (a saved optimiser then loads without the factory), else the factory's own name
+        self.surrogate = _posteriors.name_of(factory) or getattr(factory, "__name__", "custom")
         self._custom_model = model is not None
         if model is None:
             model = MLP(features=tuple(self._config["features"]), out=1)

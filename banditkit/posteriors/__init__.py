@@ -3,10 +3,11 @@
 See :class:`banditkit.posteriors.base.Posterior`.  Every backend factory is listed in ``REGISTRY`` so agents,
 the CLI and ``BayesOpt`` can resolve it by name with :func:`get`.  ``subspace_from_sgd`` and ``subspace_random``
 are helpers that build the ``(A, θ*)`` basis of ``subspace_ekf``, ``adaptive_noise`` wraps a filter backend to learn
-its observation variance online and ``noise_variance(state)`` reads the learned variance; they are exported but are
-not backends.
+its observation variance online (by name: ``get("hilofi-adaptive_noise")``; ``name_of`` gives a factory's name back)
+and ``noise_variance(state)`` reads the learned variance; they are exported but are not backends.
 """
 
+from banditkit.posteriors import noise
 from banditkit.posteriors.base import ParamSpace, Posterior
 from banditkit.posteriors.bong import bong
 from banditkit.posteriors.diag_ekf import diag_ekf
@@ -18,7 +19,7 @@ from banditkit.posteriors.linear import linear
 from banditkit.posteriors.lofi import lofi
 from banditkit.posteriors.lrkf import lrkf
 from banditkit.posteriors.neural_linear import neural_linear
-from banditkit.posteriors.noise import adaptive_noise, noise_variance
+from banditkit.posteriors.noise import SUFFIX, adaptive_noise, noise_variance, split_suffix
 from banditkit.posteriors.replay_sgd import replay_sgd
 from banditkit.posteriors.subspace import subspace_ekf, subspace_from_sgd, subspace_random
 from banditkit.posteriors.vbll import online_vbll, vbll
@@ -43,12 +44,30 @@ REGISTRY = {
 
 
 def get(name: str):
-    """The backend factory called ``name``; an unknown name lists the valid ones."""
-    key = name.strip().lower().replace("-", "_")
+    """The backend factory called ``name``; an unknown name lists the valid ones.  A name ending in
+    ``-adaptive_noise`` (``"hilofi-adaptive_noise"``) is that backend wrapped by :func:`adaptive_noise` with its
+    default settings: the backend learns its Gaussian observation variance online."""
+    if not isinstance(name, str):
+        raise TypeError(f"a posterior backend name is a string like 'hilofi', got {name!r}")
+    base, learns = split_suffix(name)
+    key = base.lower().replace("-", "_").replace(" ", "_")
     if key not in REGISTRY:
-        raise ValueError(f"unknown posterior backend {name!r}; choose one of {sorted(REGISTRY)}")
-    return REGISTRY[key]
+        suffix = f" (optionally ending in -{SUFFIX})" if learns else ""
+        raise ValueError(f"unknown posterior backend {base!r}; choose one of {sorted(REGISTRY)}{suffix}")
+    return adaptive_noise(REGISTRY[key]) if learns else REGISTRY[key]
 
 
-__all__ = ["Posterior", "ParamSpace", "REGISTRY", "get", "adaptive_noise", "noise_variance", "subspace_from_sgd",
-           "subspace_random", *REGISTRY]
+def name_of(factory) -> str | None:
+    """The name :func:`get` resolves to ``factory`` (``"hilofi"``, ``"hilofi-adaptive_noise"`` for
+    ``adaptive_noise("hilofi")`` with its default settings), or ``None`` for any other callable."""
+    for key, registered in REGISTRY.items():
+        if factory is registered:
+            return key
+        if getattr(factory, "backend", None) is registered and key in noise.SUPPORTED \
+                and factory is adaptive_noise(registered):
+            return f"{key}-{SUFFIX}"
+    return None
+
+
+__all__ = ["Posterior", "ParamSpace", "REGISTRY", "get", "name_of", "split_suffix", "adaptive_noise", "noise_variance",
+           "subspace_from_sgd", "subspace_random", *REGISTRY]

@@ -38,6 +38,7 @@ Backends: the Gaussian filters (``ekf``, ``diag_ekf``, ``lofi``, ``hilofi``, ``l
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -98,6 +99,23 @@ def vb_noise_step(shape: Array, scale: Array, s: Array, e: Array, floor: float, 
     return new_shape, new_scale, r
 
 
+#: the name suffix that asks for a learned variance: ``posteriors.get("hilofi-adaptive_noise")`` is
+#: ``adaptive_noise("hilofi")`` (also in agent specs, ``"hilofi-thompson-adaptive_noise"``, and BO surrogates)
+SUFFIX = "adaptive_noise"
+
+
+def split_suffix(name: str) -> tuple[str, bool]:
+    """``(name without a trailing -adaptive_noise, whether it had one)``; ``-``, ``_`` and case are interchangeable:
+    ``"hilofi-adaptive-noise"`` -> ``("hilofi", True)``, ``"lofi"`` -> ``("lofi", False)``."""
+    text = name.strip()
+    key = text.lower().replace("-", "_").replace(" ", "_")
+    if key.endswith("_" + SUFFIX):
+        base = text[: len(text) - len(SUFFIX) - 1].rstrip("-_ ")
+        if base:
+            return base, True
+    return text, False
+
+
 def adaptive_noise(
     backend: str | Callable,
     *,
@@ -109,7 +127,8 @@ def adaptive_noise(
     """A backend factory whose Gaussian observation variance is learned online (see the module docstring).
 
     Args:
-      backend: a filter backend's name or factory (one of :data:`SUPPORTED`).
+      backend: a filter backend's name or factory (one of :data:`SUPPORTED`); a factory this function made already
+        is returned as it is when the settings agree (else ``ValueError``).
       prior_count: ``ν_0 > 0``, pseudo-observations behind the starting variance (the likelihood's ``obs_noise``).
       forgetting: ``ρ ∈ (0, 1]``, per-``predict`` decay of the noise belief's evidence (1: a fixed variance).
       floor: ``r_min > 0``, the smallest variance the estimate may take.
@@ -118,11 +137,20 @@ def adaptive_noise(
     Returns ``factory(apply_fn, likelihood=Gaussian(r_0), **backend_kwargs) -> Posterior`` whose state is
     :class:`NoiseState`; use it wherever a backend factory goes (``BanditAgent(posterior=...)``,
     ``bk.BayesOpt(surrogate=...)``, which applies the wrapped backend's BO defaults), or pass ``adaptive_noise=True``
-    to :class:`~banditkit.agents.BanditAgent` / ``make_agent``.
+    to :class:`~banditkit.agents.BanditAgent` / ``make_agent``, or name it ``"BACKEND-adaptive_noise"``.  The same
+    backend and settings give the same factory object (so compiled kernels keyed on it are shared).
     """
     from banditkit import posteriors as _posteriors
 
     factory = _posteriors.get(backend) if isinstance(backend, str) else backend
+    settings = dict(prior_count=prior_count, forgetting=forgetting, floor=floor, iterations=iterations)
+    if getattr(factory, "noise_settings", None) is not None:  # wrapped already (a "-adaptive_noise" name, say)
+        if factory.noise_settings == settings:
+            return factory
+        raise ValueError(
+            f"adaptive_noise: {factory.__name__} learns its noise already with {factory.noise_settings}; wrap the "
+            f"plain backend ({getattr(factory.backend, '__name__', 'it')}) to use {settings}"
+        )
     name = getattr(factory, "__name__", str(backend))
     if name not in SUPPORTED:
         raise ValueError(
@@ -139,6 +167,18 @@ def adaptive_noise(
         raise ValueError(f"adaptive_noise: floor is the smallest variance and must be > 0, got {floor!r}")
     if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
         raise ValueError(f"adaptive_noise: iterations must be an integer >= 1, got {iterations!r}")
+    try:
+        hash(factory)
+    except TypeError:  # an unhashable factory (a callable object): built afresh, not memoised
+        return _wrapped.__wrapped__(factory, float(prior_count), float(forgetting), float(floor), iterations)
+    return _wrapped(factory, float(prior_count), float(forgetting), float(floor), iterations)
+
+
+@functools.cache
+def _wrapped(factory: Callable, prior_count: float, forgetting: float, floor: float, iterations: int
+             ) -> Callable[..., Posterior]:
+    """The wrapping factory for checked settings (memoised: one object per backend and settings)."""
+    name = getattr(factory, "__name__", "custom")
 
     def build(apply_fn: ApplyFn, likelihood: Gaussian = Gaussian(1.0), **kwargs) -> Posterior:
         if not isinstance(likelihood, Gaussian):
@@ -198,4 +238,6 @@ def adaptive_noise(
     build.__name__ = f"adaptive_noise({name})"
     build.__signature__ = inspect.signature(factory)  # the backend's keywords, for callers that look them up
     build.backend = factory
+    build.noise_settings = dict(prior_count=prior_count, forgetting=forgetting, floor=floor,
+                                iterations=iterations)
     return build
