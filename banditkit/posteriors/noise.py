@@ -21,7 +21,10 @@ The backend is built once, with ``Gaussian(r_0)``, on the scaled model ``c · f(
 ``c y = c f(θ, x) + c ε`` with ``c = √(r_0 / r̂)`` is the same observation as ``y = f(θ, x) + ε``, ``ε ~ N(0, r̂ I)``
 (the Jacobian scales by ``c``, the noise by ``c²``), so every filter's exact update with variance ``r̂`` is its
 update with ``r_0`` on ``((x, c), c y)`` — no per-step rebuild, and the backend's parameter layout is kept.
-Cost per ``update``: one extra ``predictive`` of the backend (one linearisation) and ``O(n C³)``.
+Cost per ``update``: one extra ``predictive`` of the backend and ``O(n C³)``.  The scaled model's JVP puts ``c`` on
+the parameter tangent, ``∂(c f)/∂θ · t = J (c t)``, so reverse mode forms ``Jᵀ v`` before scaling: the same
+computation as the predictive's, which XLA does once — the network's forward and backward passes are shared, and
+what the extra predictive adds is its covariance product ``J Σ⁻ Jᵀ``.
 
 Start at or above the noise you expect.  From above, early residuals are discounted by the wide predictive and
 ``r̂`` comes down smoothly (``tests/test_adaptive_noise.py``: linear model, true variance 0.25, start 6.25:
@@ -188,9 +191,20 @@ def _wrapped(factory: Callable, prior_count: float, forgetting: float, floor: fl
             )
         r0 = float(likelihood.obs_noise)
 
+        @jax.custom_jvp
         def scaled_apply(params, xc):
             x, c = xc
             return c * apply_fn(params, x)
+
+        @scaled_apply.defjvp
+        def _scaled_jvp(primals, tangents):
+            # ∂(c f)/∂θ · t = J (c t): the scale goes on the parameter tangent, so reverse mode computes Jᵀ v and
+            # scales after it — the same Jᵀ v as the unscaled linearisation in `update`'s predictive, which XLA then
+            # computes once for both
+            params, (x, c) = primals
+            dparams, (_, dc) = tangents
+            f, df = jax.jvp(lambda p: apply_fn(p, x), (params,), (jax.tree_util.tree_map(lambda t: c * t, dparams),))
+            return c * f, df + f * dc
 
         inner = factory(scaled_apply, Gaussian(r0), **kwargs)
         takes_example = "example_x" in inspect.signature(inner.init).parameters
