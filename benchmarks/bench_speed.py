@@ -28,9 +28,12 @@ Usage::
     python benchmarks/bench_speed.py --out benchmarks/results            # full run (idle machine: ~15 min)
     python benchmarks/bench_speed.py --quick --out benchmarks/results    # fewer steps, LeNet + 10k/100k MLPs
     python benchmarks/bench_speed.py --configs lenet --backends hilofi,lrkf --lenet-ranks 10,20,50,100
+    python benchmarks/bench_speed.py --backends lrkf,lrkf-adaptive_noise --tag speed_adaptive_noise  # learned noise
 
-Writes ``speed.csv`` (one row per backend × configuration), ``speed.md`` (the table, with the machine and the
-protocol) and ``speed.png`` (time vs P at rank 10, log-log; time vs rank on LeNet) into ``--out``.
+A backend name ending in ``-adaptive_noise`` times that backend wrapped by ``bk.posteriors.adaptive_noise`` (the
+observation variance learned online).  Writes ``speed.csv`` (one row per backend × configuration; ``--tag`` renames
+the three files), ``speed.md`` (the table, with the machine and the protocol) and ``speed.png`` (time vs P at
+rank 10, log-log; time vs rank on LeNet) into ``--out``.
 """
 
 from __future__ import annotations
@@ -151,9 +154,10 @@ def make_backend(name: str, model, params, rank: int, x0, num_params: int):
         basis, offset = subspace_random(jax.random.PRNGKey(3), params, rank)
         return subspace_ekf(model.apply, Gaussian(0.1), basis=basis, offset=offset)
     kw = {}
+    name, learns = bk.posteriors.split_suffix(name)  # "lrkf-adaptive_noise": the noise variance learned online
     if name.startswith("hilofi_q"):
         name, kw["dynamics_cov"] = "hilofi", float(name[len("hilofi_q"):])
-    factory = bk.posteriors.get(name)
+    factory = bk.posteriors.adaptive_noise(name) if learns else bk.posteriors.get(name)
     sig = inspect.signature(factory).parameters
     if "rank" in sig:
         kw["rank"] = rank
@@ -212,9 +216,10 @@ def run(args, on_config=None) -> list[dict]:
         config_rows = []
         for b in backends:
             row = dict(config=cname, params=num_params, rank=rank, backend=b)
-            if b.split("_q")[0] not in have:
+            base = bk.posteriors.split_suffix(b)[0]
+            if base.split("_q")[0] not in have:
                 continue
-            if b not in RANKED and not first_rank:
+            if base not in RANKED and not first_rank:
                 continue  # rank-independent: timed once per model
             if b == "ekf" and num_params > args.ekf_max_params:
                 row["note"] = f"skipped: P > {args.ekf_max_params} (P×P covariance)"
@@ -277,7 +282,7 @@ def write_outputs(rows: list[dict], out: str, args) -> None:
         if c not in df:
             df[c] = np.nan
     df = df[COLUMNS]
-    df.to_csv(os.path.join(out, "speed.csv"), index=False)
+    df.to_csv(os.path.join(out, f"{args.tag}.csv"), index=False)
     one, fifteen = common.load_average(1), common.load_average(15)
     load = f"; load average {one:.1f} / {fifteen:.1f} (1 / 15 min) when written" if one is not None else ""
     lines = [
@@ -315,9 +320,9 @@ def write_outputs(rows: list[dict], out: str, args) -> None:
             f"{f(r['ratio'], '.2f')} | {f(r['ratio_p10'], '.2f')} | {f(r['other_cores_step'], '.2f')} | "
             f"{'' if not isinstance(r['note'], str) else r['note']} |"
         )
-    with open(os.path.join(out, "speed.md"), "w") as fh:
+    with open(os.path.join(out, f"{args.tag}.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
-    _plot(df, os.path.join(out, "speed.png"))
+    _plot(df, os.path.join(out, f"{args.tag}.png"))
 
 
 def _plot(df, path: str) -> None:
@@ -376,6 +381,7 @@ def main(argv=None) -> None:
     ap.add_argument("--ekf-max-params", type=int, default=3000)
     ap.add_argument("--quick", action="store_true", help="5 warm-up + 10 timed steps; LeNet, 10k and 100k MLPs")
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--tag", default="speed", help="output names: TAG.csv, TAG.md, TAG.png (default speed)")
     ap.add_argument("--keep-freed-memory", action="store_true",
                     help="call banditkit.memory.keep_freed_memory() first (faster for factors above 32 MiB, slower "
                          "for small ones)")
@@ -394,7 +400,7 @@ def main(argv=None) -> None:
             args.configs = "lenet,mlp10k,mlp100k"
     rows = run(args, on_config=lambda rows: write_outputs(rows, args.out, args))
     write_outputs(rows, args.out, args)
-    print(f"wrote {args.out}/speed.csv, speed.md, speed.png")
+    print(f"wrote {args.out}/{args.tag}.csv, {args.tag}.md, {args.tag}.png")
 
 
 if __name__ == "__main__":
