@@ -480,3 +480,16 @@ def test_diag_obsnoise_reads_a_source_of_several_tables_and_names_each_variances
     pd.DataFrame(rows("lrkf_ts", 0.6, range(3))).to_csv(tmp_path / "diag_obsnoise_mnist_40k_seeds.csv", index=False)
     with pytest.raises(SystemExit, match=r"\['lrkf_ts'\] are in more than one"):
         diag_obsnoise.main(["--results", str(tmp_path)])
+
+
+def test_diag_noise_cost_times_both_variants_and_writes_the_table(tmp_path):
+    from benchmarks import diag_noise_cost
+
+    assert diag_noise_cost.main(["--models", "mlp_shuttle", "--backends", "lrkf", "--rounds", "2", "--window", "3",
+                                 "--out", str(tmp_path)]) == 0
+    row = pd.read_csv(tmp_path / "noise_cost.csv").iloc[0]
+    assert (row.model, row.backend, row.arms, row["rank"], bool(row.finite)) == ("mlp_shuttle", "lrkf", 7, 10, True)
+    assert row.ratio_min == pytest.approx(row.learned_ms_min / row.fixed_ms_min) and row.fixed_ms_min > 0
+    assert "| mlp_shuttle | 3,407 | 7 | lrkf | 10 |" in (tmp_path / "noise_cost.md").read_text()
+    with pytest.raises(SystemExit, match="neural_linear"):
+        diag_noise_cost.main(["--backends", "neural_linear", "--out", str(tmp_path)])
