@@ -316,3 +316,21 @@ def test_default_maximizer_per_surrogate_and_old_checkpoints(tmp_path):
     assert again.trust_region is None  # made by a search over the whole cube
     opt._config.update(maximizer="ascent", trust_region=False)
     np.testing.assert_array_equal(again.ask(), opt.ask())
+
+
+def test_a_custom_surrogate_factory_is_asked_for_again_at_load(tmp_path):
+    """A factory that is not a registered name is code, not stored: ``load`` without it says to pass it again, and
+    with it continues exactly."""
+    import functools
+
+    import banditkit as bk
+
+    factory = functools.partial(bk.posteriors.lofi, init_cov=0.01)
+    opt = BayesOpt([(0.0, 1.0)], seed=0, **{**SMALL, "surrogate": factory})
+    for _ in range(6):
+        x = opt.ask()
+        opt.tell(x, quad(x))
+    opt.save(tmp_path / "run.bk")
+    with pytest.raises(ValueError, match=r"not a registered backend name.*surrogate=\.\.\."):
+        BayesOpt.load(tmp_path / "run.bk")
+    np.testing.assert_array_equal(BayesOpt.load(tmp_path / "run.bk", surrogate=factory).ask(), opt.ask())

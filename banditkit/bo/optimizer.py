@@ -669,6 +669,15 @@ class BayesOpt:
             raise ValueError(
                 "this optimiser used a custom model: pass the same Flax module as BayesOpt.load(path, model=...)"
             )
+        if surrogate is None and meta["surrogate"] != "gp":
+            try:
+                _posteriors.get(meta["surrogate"])
+            except ValueError:
+                raise ValueError(
+                    f"this optimiser used the surrogate factory {meta['surrogate']!r}, which is not a registered "
+                    "backend name (code is not stored in a checkpoint): pass the same factory as "
+                    "BayesOpt.load(path, surrogate=...)"
+                ) from None
         opt = cls(
             meta["bounds"],
             surrogate=surrogate if surrogate is not None else meta["surrogate"],
