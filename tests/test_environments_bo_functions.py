@@ -48,7 +48,10 @@ def test_jax_input_gives_the_same_values_under_jit():
 def test_drawnn_is_fixed_and_its_estimated_minimum_is_attained():
     f = bf.make_function("drawnn", 8)
     assert f.estimated and f.name == "drawnn8"
-    np.testing.assert_array_equal(bf.drawnn_weights(8)[0], bf.drawnn_weights(8)[0])
+    fresh = bf.drawnn_weights.__wrapped__(8)  # recomputed, not the lru_cache's stored tuple
+    for a, b in zip(fresh, bf.drawnn_weights(8), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(bf.drawnn_weights.__wrapped__(8, seed=1)[0], fresh[0])  # the seed sets the network
     assert float(f.value(f.minimizers[0])) == pytest.approx(f.minimum)
     assert f.value(np.random.default_rng(2).random((5000, 8))).min() >= f.minimum
     assert (f.minimizers >= 0).all() and (f.minimizers <= 1).all()
