@@ -1,11 +1,11 @@
-"""Every kernel of ``banditkit.linalg`` against dense numpy (float64)."""
+"""Every kernel of ``banditkit.posteriors.linalg`` against dense numpy (float64)."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from banditkit import linalg
+from banditkit.posteriors import linalg
 
 
 def _top_eig(m, d):

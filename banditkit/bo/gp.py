@@ -49,7 +49,7 @@ import numpy as np
 from jax.scipy.linalg import solve_triangular
 
 from banditkit import rng
-from banditkit.linalg import chol_upper, solve_spd_factor
+from banditkit.posteriors.linalg import chol_upper, solve_spd_factor
 
 Array = jax.Array
 

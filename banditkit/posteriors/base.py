@@ -3,26 +3,33 @@
 A backend is a factory returning :class:`Posterior`, a NamedTuple of pure functions over a state pytree
 (the optax ``GradientTransformation`` idiom)::
 
-    state = post.init(params)               # params: the model's parameter pytree
+    state = post.init(params)               # params: the model's parameter pytree (example_x=: one input)
     state = post.predict(state)             # time update θ ← γθ, Σ ← γ²Σ + qI (identity by default)
     state = post.update(state, x, y)        # measurement update with one observation
     mean, cov = post.predictive(state, x)   # moments of y | x: (C,), (C, C), epistemic + aleatoric
     draw = post.sample(key, state)          # one parameter draw, same pytree as params
     point = post.mean(state)                # point estimate, same pytree as params
 
+Every function depends only on its arguments and on what the factory was given: ``init(params, example_x=None)``
+derives the parameter layout (:class:`ParamSpace`, a static leafless pytree) and keeps it *in the state*, so a
+backend built once serves any number of models and any loaded state.  ``example_x`` (one input) is read by the
+backends that keep a buffer of inputs and ignored by the others.
+
 Shared here: :class:`ParamSpace` (flattening a parameter pytree and splitting it into a hidden and a
-last-layer block by parameter *path*), :func:`linearize` (the observation mean, its Jacobian and the
-observation covariance at a linearisation point) and :func:`as_obs`.
+last-layer block by parameter *path*), :func:`check_common_hyper` (the one validator of the shared
+hyper-parameters), :func:`linearize` (the observation mean, its Jacobian and the observation covariance at a
+linearisation point) and :func:`as_obs`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax.flatten_util import ravel_pytree
 
 from banditkit.likelihoods import Likelihood
 
@@ -31,21 +38,51 @@ PyTree = Any
 ApplyFn = Callable[[PyTree, Array], Array]
 
 
-class Posterior(NamedTuple):
-    """Pure functions of an online posterior over a model's parameters (see module docstring).
-
-    ``name`` and ``hyper`` record the factory and its hyper-parameters so a state can be saved and restored
-    with the backend that made it.
-    """
-
-    init: Callable[[PyTree], Any]
+class _PosteriorFields(NamedTuple):
+    init: Callable[..., Any]
     predict: Callable[[Any], Any]
     update: Callable[[Any, Array, Array], Any]
     predictive: Callable[[Any, Array], tuple[Array, Array]]
     sample: Callable[[Array, Any], PyTree]
     mean: Callable[[Any], PyTree]
     name: str = ""
-    hyper: dict = {}
+    hyper: Mapping[str, Any] = MappingProxyType({})
+    refit: Callable[..., Any] | None = None
+    diagnostics: Callable[[Any], dict] | None = None
+
+
+class Posterior(_PosteriorFields):
+    """Pure functions of an online posterior over a model's parameters (see module docstring).
+
+    ``name`` and ``hyper`` record the factory and its hyper-parameters so a state can be saved and restored
+    with the backend that made it; ``hyper`` is a read-only mapping (a ``dict`` given here is copied and frozen).
+
+    Two optional hooks declare work a backend needs *outside* a step, so agents, runners and BO drive it without
+    knowing which backend they hold:
+
+    ``refit(key, state, xs, ys, weights) -> state``
+        A new prior built from a batch of stored observations (the subspace EKF's warm-up: fit, then a new basis).
+        ``xs``: a pytree of inputs with leading axes ``(n, E)`` — ``n`` examples of ``E`` observations each;
+        ``ys (n, E, C)``; ``weights (n, E)``: example ``i`` contributes ``Σ_e w_ie · ℓ(f(θ, x_ie), y_ie)`` to a
+        fitting loss.  ``n = 0`` asks for the backend's data-free reset (a random subspace through ``mean(state)``).
+        The returned state has *not* seen the observations: the caller filters them with ``update`` / ``predict``
+        if it wants them in the posterior.  A backend with ``refit`` is not updated by a warm-up's observations
+        before its refit (the agent buffers them instead).
+    ``diagnostics(state) -> dict``
+        Numbers about a finished run, computed outside ``jit`` on one concrete (unbatched) state.  The key
+        ``"warning"``, when present, is a message the runner shows the user.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, init, predict, update, predictive, sample, mean, name="", hyper=None, refit=None,
+                diagnostics=None):
+        frozen = MappingProxyType(dict(hyper or {}))
+        return super().__new__(cls, init, predict, update, predictive, sample, mean, name, frozen, refit,
+                               diagnostics)
+
+    def _replace(self, **changes):  # keep ``hyper`` frozen when it is replaced
+        return type(self)(**{**self._asdict(), **changes})
 
 
 def as_obs(y: Array | float, dtype=None) -> Array:
@@ -65,56 +102,100 @@ def _path_names(path) -> list[str]:
 
 
 class ParamSpace:
-    """Flatten a parameter pytree, optionally split into a hidden block and a last-layer block by path.
+    """The layout of a parameter pytree: flattening, and a split into a hidden and a last-layer block by path.
 
     ``last_layer`` names a submodule (e.g. ``"head"``): every leaf whose path contains that name belongs
     to the last block ``ℓ``; all other leaves form the hidden block ``h``.  With ``last_layer=None`` there is
     one block and ``split``/``merge`` are trivial.
 
+    A ``ParamSpace`` is immutable, hashable and a pytree with no leaves: a backend keeps it in its *state* (it is
+    static structure, like a ``treedef``), so the backend's functions read the layout from their arguments and a
+    backend made once works on any model and on any loaded state.  :meth:`of` memoises construction.
+
     Attributes:
       size: total number of parameters ``P``; ``size_last`` (``D_ℓ``) and ``size_hidden`` (``D_h``).
+      shapes, dtypes, paths: per leaf, in ``jax.tree_util`` order; ``is_last``: per leaf, in the last block.
     """
 
+    __slots__ = ("treedef", "shapes", "dtypes", "paths", "is_last", "last_layer", "dtype", "size", "size_last",
+                 "size_hidden", "_key")
+
     def __init__(self, params: PyTree, last_layer: str | None = None):
-        self.treedef = jax.tree_util.tree_structure(params)
-        flat, self._unravel_all = ravel_pytree(params)
-        self.dtype = flat.dtype
-        self.size = flat.size
-        self.last_layer = last_layer
-        leaves_with_path = jax.tree_util.tree_flatten_with_path(params)[0]
+        leaves_with_path, treedef = jax.tree_util.tree_flatten_with_path(params)
+        names = [_path_names(p) for p, _ in leaves_with_path]
         if last_layer is None:
-            self.is_last = [False] * len(leaves_with_path)
+            is_last = [False] * len(leaves_with_path)
         else:
-            self.is_last = [last_layer in _path_names(p) for p, _ in leaves_with_path]
-            if not any(self.is_last):
-                paths = ["/".join(_path_names(p)) for p, _ in leaves_with_path]
+            is_last = [last_layer in n for n in names]
+            if not any(is_last):
+                paths = ["/".join(n) for n in names]
                 raise ValueError(
                     f"last_layer={last_layer!r} matches no parameter path; the model's parameter paths are "
                     f"{paths}. Name the last submodule {last_layer!r} or pass last_layer= one of its names."
                 )
-            if all(self.is_last):
+            if all(is_last):
                 raise ValueError(f"last_layer={last_layer!r} matches every parameter; no hidden block is left.")
         leaves = [leaf for _, leaf in leaves_with_path]
-        self._shapes = [jnp.shape(leaf) for leaf in leaves]
-        self._dtypes = [jnp.asarray(leaf).dtype for leaf in leaves]
-        self.size_last = int(sum(int(jnp.size(leaf)) for leaf, last in zip(leaves, self.is_last, strict=True) if last))
-        self.size_hidden = self.size - self.size_last
+        set_ = object.__setattr__
+        set_(self, "treedef", treedef)
+        set_(self, "shapes", tuple(tuple(int(d) for d in jnp.shape(leaf)) for leaf in leaves))
+        set_(self, "dtypes", tuple(jnp.dtype(jnp.result_type(leaf)) for leaf in leaves))
+        set_(self, "paths", tuple(jax.tree_util.keystr(p) for p, _ in leaves_with_path))
+        set_(self, "is_last", tuple(is_last))
+        set_(self, "last_layer", last_layer)
+        set_(self, "dtype", jnp.dtype(jnp.result_type(*self.dtypes)) if leaves else jnp.dtype(jnp.float32))
+        sizes = [math.prod(s) for s in self.shapes]
+        set_(self, "size", int(sum(sizes)))
+        set_(self, "size_last", int(sum(n for n, last in zip(sizes, is_last, strict=True) if last)))
+        set_(self, "size_hidden", self.size - self.size_last)
+        set_(self, "_key", (treedef, self.shapes, self.dtypes, self.is_last, last_layer))
+
+    @staticmethod
+    def of(params: PyTree, last_layer: str | None = None) -> ParamSpace:
+        """``ParamSpace(params, last_layer)``, one object per layout (only shapes and dtypes are read)."""
+        leaves, treedef = jax.tree_util.tree_flatten(params)
+        key = (treedef, tuple(tuple(jnp.shape(v)) for v in leaves), tuple(jnp.result_type(v) for v in leaves),
+               last_layer)
+        space = _SPACES.get(key)
+        if space is None:
+            space = _SPACES[key] = ParamSpace(params, last_layer)
+        return space
+
+    def __setattr__(self, name, value):
+        raise AttributeError("ParamSpace is immutable")
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, ParamSpace) and self._key == other._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def __repr__(self) -> str:
+        return f"ParamSpace(P={self.size}, last_layer={self.last_layer!r}, D_last={self.size_last})"
 
     # whole-vector view -------------------------------------------------------------------------------
     def ravel(self, params: PyTree) -> Array:
-        """``θ (P,)`` from a pytree (leaf order of ``jax.tree_util``)."""
-        return ravel_pytree(params)[0]
+        """``θ (P,)`` from a pytree (leaf order of ``jax.tree_util``, in the common dtype ``self.dtype``)."""
+        leaves = jax.tree_util.tree_leaves(params)
+        if not leaves:
+            return jnp.zeros((0,), self.dtype)
+        return jnp.concatenate([jnp.ravel(jnp.asarray(v)).astype(self.dtype) for v in leaves])
 
     def unravel(self, theta: Array) -> PyTree:
-        """Pytree from ``θ (P,)``."""
-        return self._unravel_all(theta)
+        """Pytree from ``θ (P,)``, each leaf in its own dtype (inverse of :meth:`ravel`)."""
+        leaves, i = [], 0
+        for shape, dtype in zip(self.shapes, self.dtypes, strict=True):
+            n = math.prod(shape)
+            leaves.append(theta[i : i + n].reshape(shape).astype(dtype))
+            i += n
+        return jax.tree_util.tree_unflatten(self.treedef, leaves)
 
     # hidden / last split -----------------------------------------------------------------------------
     def split(self, params: PyTree) -> tuple[Array, Array]:
         """``(h (D_h,), ℓ (D_ℓ,))`` from a pytree."""
         leaves = jax.tree_util.tree_leaves(params)
-        hid = [jnp.ravel(v) for v, last in zip(leaves, self.is_last, strict=True) if not last]
-        lst = [jnp.ravel(v) for v, last in zip(leaves, self.is_last, strict=True) if last]
+        hid = [jnp.ravel(v).astype(self.dtype) for v, last in zip(leaves, self.is_last, strict=True) if not last]
+        lst = [jnp.ravel(v).astype(self.dtype) for v, last in zip(leaves, self.is_last, strict=True) if last]
         h = jnp.concatenate(hid) if hid else jnp.zeros((0,), self.dtype)
         ell = jnp.concatenate(lst) if lst else jnp.zeros((0,), self.dtype)
         return h, ell
@@ -123,10 +204,8 @@ class ParamSpace:
         """Pytree from ``(h, ℓ)`` (inverse of :meth:`split`)."""
         leaves = []
         ih = il = 0
-        for shape, dtype, last in zip(self._shapes, self._dtypes, self.is_last, strict=True):
-            n = 1
-            for s in shape:
-                n *= s
+        for shape, dtype, last in zip(self.shapes, self.dtypes, self.is_last, strict=True):
+            n = math.prod(shape)
             if last:
                 leaves.append(ell[il : il + n].reshape(shape).astype(dtype))
                 il += n
@@ -136,14 +215,24 @@ class ParamSpace:
         return jax.tree_util.tree_unflatten(self.treedef, leaves)
 
 
+jax.tree_util.register_pytree_node(ParamSpace, lambda s: ((), s), lambda s, _: s)
+
+
+_SPACES: dict = {}  # layout key -> ParamSpace (ParamSpace.of)
+
+
 def check_common_hyper(
-    name: str, *, init_cov=None, dynamics_cov=None, forgetting=None, rank=None, min_rank: int = 1, **variances
+    name: str, *, init_cov=None, dynamics_cov=None, forgetting=None, rank=None, min_rank: int = 1,
+    zero_prior: bool = False, **variances
 ) -> None:
     """Raise ``ValueError`` for an impossible shared hyper-parameter (concrete values only; tracers pass).
 
-    ``init_cov > 0`` (a variance), ``dynamics_cov ≥ 0`` (a variance), ``0 < forgetting ≤ 1``, ``rank`` an int
-    ``≥ min_rank``; extra keyword ``init_cov_*`` / ``dynamics_cov_*`` are checked like their base names.
-    Shared by every backend factory so the messages read the same.
+    The one validator of the shared names (``../API.md``), used by every backend factory so the same value gets
+    the same answer and the messages read the same: ``init_cov > 0`` (a prior variance), ``dynamics_cov ≥ 0`` (a
+    drift variance), ``0 < forgetting ≤ 1``, ``rank`` an int ``≥ min_rank``; extra keywords ``init_cov_*`` /
+    ``dynamics_cov_*`` are checked like their base names.  ``zero_prior=True`` is for backends that keep the prior
+    as a *covariance* factor (HiLoFi, LRKF, EKF): there ``init_cov = 0`` is a valid point-mass prior that freezes
+    the block; backends that keep a *precision* (``1 / init_cov``) refuse it.
     """
 
     def concrete(v):
@@ -153,8 +242,9 @@ def check_common_hyper(
     for key, v in checks:
         if not concrete(v):
             continue
-        if key.startswith("init_cov") and not float(v) > 0:
-            raise ValueError(f"{name}: {key} is a prior variance and must be > 0, got {v!r}")
+        if key.startswith("init_cov") and not (float(v) >= 0 if zero_prior else float(v) > 0):
+            bound = ">= 0 (0 freezes the block)" if zero_prior else "> 0 (this backend keeps its inverse)"
+            raise ValueError(f"{name}: {key} is a prior variance and must be {bound}, got {v!r}")
         if key.startswith("dynamics_cov") and not float(v) >= 0:
             raise ValueError(f"{name}: {key} is a drift variance and must be >= 0, got {v!r}")
     if concrete(forgetting) and not 0 < float(forgetting) <= 1:

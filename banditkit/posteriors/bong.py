@@ -71,8 +71,9 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import solve_triangular
 
-from banditkit import linalg, rng
+from banditkit import rng
 from banditkit.likelihoods import Gaussian, Likelihood
+from banditkit.posteriors import linalg
 from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, check_common_hyper, linearize
 
 Array = jax.Array

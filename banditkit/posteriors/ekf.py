@@ -9,10 +9,10 @@ update:   ``ŷ = m(f(μ, x))``, ``J = ∂ŷ/∂θ (C, P)``, ``S = J Σ Jᵀ + R 
           ``μ ← μ + K (y − ŷ)``;  ``Σ ← (I − K J) Σ (I − K J)ᵀ + K R Kᵀ``   (Joseph form: stays PSD)
           computed multiplied out, ``Σ + X₊X₊ᵀ − X₋X₋ᵀ`` with ``G = ΣJᵀ``, ``X₋ = G U⁻¹``, ``X₊ = K Uᵀ − X₋``
           (``S − R = UᵀU``): one fused pass over ``Σ``, ``O(P² C)``, no ``P × P`` product or transpose, and ``Σ``
-          stays exactly symmetric (:func:`banditkit.linalg.dense_block_update`, shared with HiLoFi's dense last
+          stays exactly symmetric (:func:`linalg.dense_block_update`, shared with HiLoFi's dense last
           layer)
 predictive: ``(ŷ(x), J Σ Jᵀ + R)``;   sample: ``θ = μ + L z``, ``L Lᵀ = Σ`` (Cholesky, eigen square root where
-          that fails: :func:`banditkit.linalg.sample_factor`).
+          that fails: :func:`linalg.sample_factor`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from banditkit import linalg, rng
+from banditkit import rng
 from banditkit.likelihoods import Gaussian, Likelihood
+from banditkit.posteriors import linalg
 from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, check_common_hyper, linearize
 
 Array = jax.Array

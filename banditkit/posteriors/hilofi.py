@@ -23,10 +23,10 @@ predict:  ``μ ← γμ``;  ``C ← γC``, ``q̄_h ← γ² q̄_h + q_h`` (so ``
 update:   ``ŷ, H̃ = ∂ŷ/∂h (C, D_h), L̃ = ∂ŷ/∂ℓ (C, D_ℓ)``, ``ε = y − ŷ``;
           ``S = H̃Σ_hH̃ᵀ + L̃Σ_ℓL̃ᵀ + R``;  ``K_hᵀ = S⁻¹H̃Σ_h``, ``K_ℓᵀ = S⁻¹L̃Σ_ℓ``;  ``h += K_hε``, ``ℓ += K_ℓε``;
           hidden: ``C ← P_{d,+q̄_h}(C(I − K_hH̃)ᵀ, R½K_hᵀ)``, ``q̄_h ← 0``  (best rank-``d`` factor of the surrogate
-          ``(I−K_hH̃)CᵀC(I−K_hH̃)ᵀ + K_hRK_hᵀ + q̄_h I``; :func:`banditkit.linalg.lowrank_kalman_update`);
+          ``(I−K_hH̃)CᵀC(I−K_hH̃)ᵀ + K_hRK_hᵀ + q̄_h I``; :func:`linalg.lowrank_kalman_update`);
           HiLoFi last layer: ``Σ_ℓ ← (I−K_ℓL̃)Σ_ℓ(I−K_ℓL̃)ᵀ + K_ℓRK_ℓᵀ`` exactly — sqrt: as a square root
-          (:func:`banditkit.linalg.sqrt_factor_update`); dense: expanded with ``G = Σ_ℓL̃ᵀ``, ``K_ℓ = G S⁻¹`` into
-          ``Σ_ℓ − K_ℓ(S + S_h)K_ℓᵀ`` (``S_h = H̃Σ_hH̃ᵀ``; :func:`banditkit.linalg.dense_block_update`), ``O(D_ℓ² C)``;
+          (:func:`linalg.sqrt_factor_update`); dense: expanded with ``G = Σ_ℓL̃ᵀ``, ``K_ℓ = G S⁻¹`` into
+          ``Σ_ℓ − K_ℓ(S + S_h)K_ℓᵀ`` (``S_h = H̃Σ_hH̃ᵀ``; :func:`linalg.dense_block_update`), ``O(D_ℓ² C)``;
           LoLoFi last layer like the hidden block.
           The cross-covariance between blocks is dropped (seed 003 §4.3).
 predictive: ``(ŷ(x), L̃Σ_ℓL̃ᵀ + H̃Σ_hH̃ᵀ + R)`` at the mean — epistemic (first two terms) + aleatoric ``R``.
@@ -53,7 +53,7 @@ Dynamics modes (``dynamics_mode``).  ``"carry"`` (default) is Algorithm 1 above:
 ``S``, the predictive, a Thompson draw, and the gain ``K = (Σ + q̄I)Jᵀ S⁻¹`` of both blocks — and the Joseph form
 is applied to the covariance without it: hidden ``C ← P_d(C(I−K_hH̃)ᵀ, R½K_hᵀ)`` (the reference projection adds
 ``q`` to the small Gram's eigenvalues and divides it out again), full last layer ``Σ_ℓ ← (I−K_ℓL̃)Σ_ℓ(I−K_ℓL̃)ᵀ +
-K_ℓRK_ℓᵀ`` (the reference ``_update_last``; here :func:`banditkit.linalg.dense_block_update` with the gain's
+K_ℓRK_ℓᵀ`` (the reference ``_update_last``; here :func:`linalg.dense_block_update` with the gain's
 numerator ``(Σ_ℓ + q̄_ℓI)L̃ᵀ``; ``last_cov="sqrt"`` refactors the result, ``O(D_ℓ³)``).  The ``q`` then never
 accumulates: a large ``q`` raises each step's gain but not the covariance the next step starts from.  With
 ``Categorical`` on online MNIST and ``q_h = q_ℓ = 0.01`` (the authors' notebook 04), ``"carry"`` diverges to chance
@@ -76,8 +76,9 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from banditkit import linalg, rng
+from banditkit import rng
 from banditkit.likelihoods import Gaussian, Likelihood
+from banditkit.posteriors import linalg
 from banditkit.posteriors.arms import ArmIndex, observed_block, sample_blocks, scatter_blocks
 from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs
 

@@ -81,8 +81,9 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from banditkit import linalg, rng
+from banditkit import rng
 from banditkit.likelihoods import Bernoulli, Categorical, Gaussian, Likelihood
+from banditkit.posteriors import linalg
 from banditkit.posteriors.arms import ArmIndex, observed_block, sample_blocks, scatter_blocks
 from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, check_common_hyper
 

@@ -29,8 +29,9 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from banditkit import linalg, rng
+from banditkit import rng
 from banditkit.likelihoods import Gaussian, Likelihood
+from banditkit.posteriors import linalg
 from banditkit.posteriors.base import ApplyFn, Posterior, PyTree, SpaceCell, as_obs
 from banditkit.posteriors.replay_sgd import (
     FifoBuffer,

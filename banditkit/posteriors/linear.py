@@ -9,7 +9,7 @@ shape ``(D,)`` or ``(D, C)`` and ``f = xᵀ w``.  (For a non-linear ``apply_fn``
 State: ``mean μ (P,)``, a square root ``U (P, P)`` of the covariance (``Σ = UᵀU``; ``state.cov`` forms ``Σ``
 for inspection) and, for ``noise="nig"``, the inverse-gamma parameters ``a, b`` (carried but unused for known
 noise).  The square root makes a Thompson draw ``μ + Uᵀz`` cost ``O(P²)`` (no factorisation per draw) and the
-update ``O(P² C)`` (Potter-type square-root Joseph update, :func:`banditkit.linalg.sqrt_factor_update`); the
+update ``O(P² C)`` (Potter-type square-root Joseph update, :func:`linalg.sqrt_factor_update`); the
 time update with ``q > 0`` refactors ``γ²UᵀU + qI`` (``O(P³)``, only when ``dynamics_cov > 0``).
 
 ``noise="known"`` (seed 002 §2.1; any likelihood, exact for ``Gaussian``):
@@ -48,8 +48,9 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from banditkit import linalg, rng
+from banditkit import rng
 from banditkit.likelihoods import Gaussian, Likelihood
+from banditkit.posteriors import linalg
 from banditkit.posteriors.arms import check_arms
 from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, check_common_hyper, linearize
 from banditkit.posteriors.linear_arms import linear_arms

@@ -23,7 +23,7 @@ observed arm ``k* = argmax_k ‖H_k‖`` (the one nonzero block); then ``linear`
     e = y − ŷ,  S = H_k Σ_k H_kᵀ + R,  μ_k ← μ_k + Σ_k H_kᵀ S⁻¹ e,  Σ_k ← (I − K H_k) Σ_k (I − K H_k)ᵀ + K R Kᵀ
     nig (R = 1, Σ_k in units of σ_k²):  a_k ← a_k + ½,  b_k ← b_k + ½ e² / S   (a, b themselves when shared)
 
-  (square-root form, :func:`banditkit.linalg.sqrt_factor_update`), ``O(P_k²)`` against ``O(P²) = O(K² P_k²)`` for
+  (square-root form, :func:`linalg.sqrt_factor_update`), ``O(P_k²)`` against ``O(P²) = O(K² P_k²)`` for
   the joint model.  An observation whose design row is zero in every block (all-zero features and no bias) says
   nothing about any ``θ_k`` and changes nothing — with ``nig`` no ``σ_k²`` is updated either, as the backend cannot
   tell which arm it came from.
@@ -45,8 +45,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from banditkit import linalg
 from banditkit.likelihoods import Likelihood
+from banditkit.posteriors import linalg
 from banditkit.posteriors.arms import ArmIndex, observed_block, sample_blocks, scatter_blocks
 from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, linearize
 

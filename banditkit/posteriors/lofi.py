@@ -13,7 +13,7 @@ update (Alg. 3), with ``J = ∂m/∂θ (C, P)`` at ``μ⁻``, ``R = VᵀV`` (upp
     ``μ = μ⁻ + (Υ⁻ + W̃W̃ᵀ)⁻¹ Jᵀ R⁻¹ (y − ŷ)``            exact EKF mean given the DLR(L) prior (before truncation),
         computed in gain form ``μ⁻ + Σ⁻ Jᵀ (J Σ⁻ Jᵀ + R)⁻¹ (y − ŷ)`` with ``Σ⁻ = S Sᵀ`` (the root below):
         ``a = Υ^{-1/2} Jᵀ``, ``β = Bᵀa``;  ``z = SᵀJᵀ = a − BKβ``, ``JΣ⁻Jᵀ = zᵀz``;  ``Σ⁻Jᵀ = Υ^{-1/2} (a − BK₂β)``
-    ``W̃`` → :func:`banditkit.linalg.project_weights` of its Gram ``W̃ᵀW̃ = [[WᵀW, Wᵀc], [cᵀW, cᵀc]]``
+    ``W̃`` → :func:`linalg.project_weights` of its Gram ``W̃ᵀW̃ = [[WᵀW, Wᵀc], [cᵀW, cᵀc]]``
     (``c = Jᵀ Aᵀ``; ``(L+C)²`` eigendecomposition; ``W̃`` itself is never formed):
     ``W`` = the top-``L`` directions, ``W×`` the ``C`` discarded ones;
     ``υ = υ⁻ + rowsum(W× ⊙ W×)``  so that ``diag(Υ + WWᵀ) = diag(Υ⁻ + W̃W̃ᵀ)`` exactly (eq. 41).
@@ -49,8 +49,8 @@ same ``BᵀB`` (XLA computes it once when they share a jitted step with ``update
 concatenated ``W̃`` and took its Gram (2-core benchmark machine, alternating runs): one predict + update on a
 1M-parameter MLP at rank 10 83–96 → 56–84 ms; on LeNet5 at rank 50 (a 12 MB factor) 16–22 → 15–17 ms, within the
 machine's noise; the MNIST runner's Thompson step for 3 vmapped seeds (LeNet5, rank 50) 73.5 → 56.5 ms.
-``B = Υ^{-1/2} W`` is never materialised: the Gram is :func:`banditkit.linalg.weighted_gram` (blocked over ``P``,
-the weights applied per cache-resident block) and ``Bᵀz`` is :func:`banditkit.linalg.tall_t_matmul` of
+``B = Υ^{-1/2} W`` is never materialised: the Gram is :func:`linalg.weighted_gram` (blocked over ``P``,
+the weights applied per cache-resident block) and ``Bᵀz`` is :func:`linalg.tall_t_matmul` of
 ``Υ^{-1/2} z``.  Against materialising ``B`` (same machine, BLAS on one thread, three alternating runs of each
 checkout): the MNIST runner's Thompson step for 3 vmapped seeds 46.8 → 41.5 ms (medians of 8 compiled scans of 50
 rounds); one predict + update with the state donated, LeNet5 rank 50 15.0 → 10.2 ms (one of the three runs 14.0),
@@ -68,8 +68,9 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import solve_triangular
 
-from banditkit import linalg, rng
+from banditkit import rng
 from banditkit.likelihoods import Gaussian, Likelihood
+from banditkit.posteriors import linalg
 from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, check_common_hyper, linearize
 
 Array = jax.Array

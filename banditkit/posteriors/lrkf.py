@@ -10,7 +10,7 @@ predict:  ``μ ← γμ``, ``C ← γC``, ``q̄ ← γ²q̄ + q``   (``Σ ← γ
 update:   ``ŷ = m(f(μ, x))``, ``H = ∂ŷ/∂θ (C, P)``, ``ε = y − ŷ``, ``S = H(CᵀC + q̄I)Hᵀ + R``,
           ``Kᵀ = S⁻¹H(CᵀC + q̄I)``;  ``μ ← μ + Kε``;
           ``C ← P_{d,+q̄}(C(I − KH)ᵀ, R½Kᵀ)``, ``q̄ ← 0`` — the best rank-``d`` factor of the surrogate
-          ``(I−KH)CᵀC(I−KH)ᵀ + KRKᵀ + q̄I`` (:func:`banditkit.linalg.lowrank_kalman_update`; one ``(d, d) @ (d, P)``
+          ``(I−KH)CᵀC(I−KH)ᵀ + KRKᵀ + q̄I`` (:func:`linalg.lowrank_kalman_update`; one ``(d, d) @ (d, P)``
           GEMM per step, never a ``P × P`` matrix).  With ``q = 0`` and ``rank ≥ P`` this is the exact Kalman filter.
           ``dynamics_mode="gain"``: ``P_d`` instead of ``P_{d,+q̄}`` — the factor of ``(I−KH)CᵀC(I−KH)ᵀ + KRKᵀ``,
           ``q̄`` in the gain only (seed 003's reference code); with ``rank ≥ P`` the exact Joseph form with the
@@ -49,8 +49,9 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from banditkit import linalg, rng
+from banditkit import rng
 from banditkit.likelihoods import Gaussian, Likelihood
+from banditkit.posteriors import linalg
 from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs
 from banditkit.posteriors.hilofi import (
     _check,

@@ -49,8 +49,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from banditkit import linalg
 from banditkit.likelihoods import Gaussian
+from banditkit.posteriors import linalg
 from banditkit.posteriors.base import ApplyFn, Posterior, as_obs
 
 Array = jax.Array

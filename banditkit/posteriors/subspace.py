@@ -44,10 +44,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from banditkit import linalg
 from banditkit.convs import canonical_convs
 from banditkit.debug import nonfinite_fields
 from banditkit.likelihoods import Gaussian, Likelihood
+from banditkit.posteriors import linalg
 from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, SpaceCell, check_common_hyper
 from banditkit.posteriors.diag_ekf import diag_ekf
 from banditkit.posteriors.ekf import ekf
