@@ -18,7 +18,6 @@ from banditkit import (  # noqa: F401
     environments,
     experiments,
     likelihoods,
-    linalg,
     memory,
     models,
     plotting,
