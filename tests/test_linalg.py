@@ -276,3 +276,15 @@ def test_tall_t_matmul(x64):
     np.testing.assert_allclose(jax.jit(linalg.tall_t_matmul)(w, z), w.T @ z, rtol=1e-12)
     np.testing.assert_allclose(jax.jit(linalg.tall_t_matmul)(w, zs), w.T @ zs, rtol=1e-12)
     np.testing.assert_allclose(jax.vmap(linalg.tall_t_matmul)(w[None], zs[None])[0], w.T @ zs, rtol=1e-12)
+
+
+def test_spd_inverse_and_tri_inverse_match_numpy(x64):
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=(6, 6))
+    spd = a @ a.T + 0.5 * np.eye(6)
+    inv = np.asarray(linalg.spd_inverse(jnp.asarray(spd, jnp.float64)))
+    np.testing.assert_allclose(inv, np.linalg.inv(spd), rtol=1e-8, atol=1e-10)
+    np.testing.assert_array_equal(inv, inv.T)
+    u = np.triu(a) + 4 * np.eye(6)
+    np.testing.assert_allclose(np.asarray(linalg.tri_inverse(jnp.asarray(u, jnp.float64))), np.linalg.inv(u),
+                               rtol=1e-8, atol=1e-10)
