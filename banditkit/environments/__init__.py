@@ -35,7 +35,7 @@ from __future__ import annotations
 import gymnasium as gym
 
 from banditkit.environments import bo_functions
-from banditkit.environments.base import Episode, TableBandit
+from banditkit.environments.base import Episode, SyntheticDataWarning, TableBandit
 from banditkit.environments.bo import AckleyEnv, BOEnv, BraninEnv, DrawNNEnv, Hartmann6Env
 from banditkit.environments.bo_functions import FUNCTIONS, BOFunction, make_function
 from banditkit.environments.classification import (
@@ -84,6 +84,7 @@ register_all()
 __all__ = [
     "ENV_IDS",
     "FUNCTIONS",
+    "SyntheticDataWarning",
     "AckleyEnv",
     "AdultBandit",
     "BOEnv",

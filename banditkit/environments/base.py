@@ -22,6 +22,7 @@ the rows the episode uses.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, NamedTuple
 
 import gymnasium as gym
@@ -85,14 +86,30 @@ def data_box(values: np.ndarray) -> gym.spaces.Box:
 SHARED_POOL_BYTES = 64 * 2**20
 
 
+class SyntheticDataWarning(UserWarning):
+    """An environment was made on a generated look-alike of a data set, not on the real data."""
+
+
+def announce_synthetic(env: TableBandit, dataset: str) -> None:
+    """Mark ``env`` as running on a synthetic look-alike of ``dataset`` (``env.synthetic = True``) and warn."""
+    env.synthetic = True
+    warnings.warn(
+        f"{type(env).__name__} runs on a small synthetic look-alike of {dataset} with the official schema, not on the "
+        f"real data: its numbers say nothing about {dataset}. Pass data_dir= (your copy of the official files) for "
+        f"the real set.", SyntheticDataWarning, stacklevel=3)
+
+
 class TableBandit(gym.Env):
     """Base class of the bandit environments (see the module docstring).
 
     Attributes set by subclasses: ``num_actions``, ``observation_space``, ``action_space``; class attributes
-    ``task = "bandit"``, ``default_model`` (``"mlp"``, ``"lenet5"``, ``"embedding_mlp"``), ``per_arm_features``.
+    ``task = "bandit"``, ``default_model`` (``"mlp"``, ``"lenet5"``, ``"embedding_mlp"``), ``per_arm_features``,
+    ``synthetic`` (True when the rewards come from generated data rather than a real data set: the wheel bandit,
+    and every ``synthetic=True`` look-alike, which also warns with :class:`SyntheticDataWarning` when made).
     """
 
     metadata: dict[str, Any] = {"render_modes": []}
+    synthetic = False
     task = "bandit"
     default_model = "mlp"
     per_arm_features = False

@@ -22,7 +22,7 @@ import numpy as np
 
 from banditkit import datasets
 from banditkit.environments import preprocess
-from banditkit.environments.base import Episode, TableBandit, row_order, streams
+from banditkit.environments.base import Episode, TableBandit, announce_synthetic, row_order, streams
 
 
 @functools.lru_cache(maxsize=4)
@@ -148,6 +148,8 @@ class CovertypeBandit(ClassificationBandit):
                  replace: bool = False):
         X, y = preprocess.covertype(datasets.load("covertype", data_dir=data_dir, synthetic=synthetic))
         super().__init__(X, y, num_actions=7, max_steps=max_steps, replace=replace, standardize=False)
+        if synthetic:
+            announce_synthetic(self, "UCI Covertype")
 
 
 class CensusBandit(ClassificationBandit):
@@ -157,3 +159,5 @@ class CensusBandit(ClassificationBandit):
                  replace: bool = False, max_rows: int = 150_000):
         X, y = preprocess.census(datasets.load("census", data_dir=data_dir, synthetic=synthetic), max_rows=max_rows)
         super().__init__(X, y, num_actions=9, max_steps=max_steps, replace=replace, standardize=False)
+        if synthetic:
+            announce_synthetic(self, "US Census 1990")

@@ -19,7 +19,7 @@ import gymnasium as gym
 import numpy as np
 
 from banditkit import datasets
-from banditkit.environments.base import Episode, TableBandit, data_box, row_order, streams
+from banditkit.environments.base import Episode, TableBandit, announce_synthetic, data_box, row_order, streams
 
 
 class KuaiRecBandit(TableBandit):
@@ -38,6 +38,8 @@ class KuaiRecBandit(TableBandit):
                              "item_daily_features.csv overlap")
         max_steps = n if max_steps is None else max_steps
         super().__init__(max_steps)
+        if synthetic:
+            announce_synthetic(self, "KuaiRec")
         self.shuffle = bool(shuffle)
         if self.max_steps > n and not self.shuffle:
             raise ValueError(f"max_steps={self.max_steps} exceeds the {n} rounds in time order; lower it or pass "

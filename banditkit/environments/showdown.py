@@ -23,7 +23,7 @@ import numpy as np
 
 from banditkit import datasets
 from banditkit.environments import preprocess
-from banditkit.environments.base import Episode, TableBandit, data_box, pool, row_order, streams
+from banditkit.environments.base import Episode, TableBandit, announce_synthetic, data_box, pool, row_order, streams
 
 MUSHROOM_REWARDS = {"no_eat": 0.0, "eat_edible": 5.0, "eat_poisonous_good": 5.0, "eat_poisonous_bad": -35.0,
                     "p_bad": 0.5}
@@ -75,6 +75,8 @@ class JesterBandit(TableBandit):
                  shuffle_cols: bool = True):
         super().__init__(max_steps)
         self._R = np.asarray(datasets.load("jester", data_dir=data_dir, synthetic=synthetic), dtype=np.float32)
+        if synthetic:
+            announce_synthetic(self, "Jester")
         self.shuffle_cols = bool(shuffle_cols)
         self.num_actions = 8
         self.observation_space = gym.spaces.Box(-10.0, 10.0, shape=(32,), dtype=np.float32)
@@ -97,6 +99,8 @@ class FinancialBandit(TableBandit):
                  num_actions: int = 8):
         super().__init__(max_steps)
         self._X = np.asarray(datasets.load("financial", data_dir=data_dir, synthetic=synthetic), dtype=np.float32)
+        if synthetic:
+            announce_synthetic(self, "the showdown stock data (Financial)")
         self.num_actions = int(num_actions)
         self.noise_std = 0.01 * (np.arange(self.num_actions) + 1)
         self.observation_space = data_box(self._X)
@@ -114,6 +118,8 @@ class FinancialBandit(TableBandit):
 
 class WheelBandit(TableBandit):
     """The synthetic wheel bandit (exploration difficulty grows with ``delta``)."""
+
+    synthetic = True  # a generated problem by design (not a look-alike of a data set)
 
     mean_v = (1.0, 1.0, 1.0, 1.0, 1.2)
     std_v = (0.05, 0.05, 0.05, 0.05, 0.05)
