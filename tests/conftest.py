@@ -62,3 +62,66 @@ def pytest_unconfigure(config):
     """The process that made the run's compilation cache removes it (the workers found it set and leave it)."""
     if _OWN_CACHE is not None:
         shutil.rmtree(_OWN_CACHE, ignore_errors=True)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# The fast tier (``bash scripts/test.sh --fast``) and the per-test durations it is chosen from.
+#
+# ``BANDITKIT_RECORD_DURATIONS=FILE`` writes every test's seconds (setup + call + teardown, as the controller saw
+# them) to FILE as JSON at the end of the run; ``scripts/test.sh --record-durations`` does it into
+# ``tests/durations.json``, which is committed.  ``BANDITKIT_FAST=1`` runs a subset chosen from that file: the
+# cheapest test of every test file (so every module the suite covers is touched), then the remaining tests in order
+# of recorded time while the total stays within ``BANDITKIT_FAST_BUDGET_S`` (default 200 worker-seconds).  A test
+# with no recorded time (new since the file was made) is always kept.
+# ------------------------------------------------------------------------------------------------------------------
+DURATIONS_FILE = os.path.join(os.path.dirname(__file__), "durations.json")
+_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    if os.environ.get("BANDITKIT_RECORD_DURATIONS"):
+        _SECONDS[report.nodeid] = _SECONDS.get(report.nodeid, 0.0) + float(report.duration)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    path = os.environ.get("BANDITKIT_RECORD_DURATIONS")
+    if path and _SECONDS and not hasattr(session.config, "workerinput"):  # the controller (or a single process)
+        import json
+
+        with open(path, "w") as f:
+            json.dump({k: round(v, 3) for k, v in sorted(_SECONDS.items())}, f, indent=0)
+            f.write("\n")
+
+
+def fast_selection(nodeids: list[str], seconds: dict[str, float], budget: float) -> set[str]:
+    """The fast tier's tests among ``nodeids``: every file's cheapest recorded test, every unrecorded test, then
+    the rest by increasing recorded time while the recorded total stays ``<= budget``."""
+    keep = {n for n in nodeids if n not in seconds}
+    by_file: dict[str, list[str]] = {}
+    for n in nodeids:
+        if n in seconds:
+            by_file.setdefault(n.split("::")[0], []).append(n)
+    for tests in by_file.values():
+        keep.add(min(tests, key=lambda n: seconds[n]))
+    total = sum(seconds[n] for n in keep if n in seconds)
+    for n in sorted((n for n in nodeids if n not in keep), key=lambda n: seconds[n]):
+        if total + seconds[n] > budget:
+            break
+        keep.add(n)
+        total += seconds[n]
+    return keep
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("BANDITKIT_FAST", "0") != "1":
+        return
+    import json
+
+    if not os.path.exists(DURATIONS_FILE):
+        raise pytest.UsageError(f"the fast tier is chosen from {DURATIONS_FILE}; make it with "
+                                "`bash scripts/test.sh --record-durations` (a full run)")
+    with open(DURATIONS_FILE) as f:
+        seconds = json.load(f)
+    keep = fast_selection([i.nodeid for i in items], seconds, float(os.environ.get("BANDITKIT_FAST_BUDGET_S", "200")))
+    config.hook.pytest_deselected(items=[i for i in items if i.nodeid not in keep])
+    items[:] = [i for i in items if i.nodeid in keep]
