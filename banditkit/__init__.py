@@ -6,8 +6,6 @@ plotting, memory, threads, convs, rng`` plus the shortcuts ``bk.run, bk.compare,
 bk.BayesOpt``.
 """
 
-__version__ = "0.1.0"
-
 from banditkit import (  # noqa: F401
     agents,
     bo,
@@ -27,6 +25,7 @@ from banditkit import (  # noqa: F401
     threads,
     validation,
 )
+from banditkit._version import __version__  # noqa: F401
 
 _SHORTCUTS = {
     "run": "banditkit.experiments",

@@ -187,7 +187,7 @@ def save(path: str | os.PathLike, state: Any, *, posterior: Any = None, meta: di
         if kind == "array" and jnp.issubdtype(arr.dtype, jnp.floating):
             float_dtypes.add(dtype_name)
 
-    from banditkit import __version__
+    from banditkit._version import __version__
 
     header = {
         "format": FORMAT,
