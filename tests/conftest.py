@@ -49,13 +49,13 @@ def x64():
 
 @pytest.fixture(autouse=True)
 def _fresh_bench_check_state():
-    """A benchmark command run with ``--check`` leaves ``benchmarks.common``'s per-command ``--check`` state set
-    (the next command's ``check_args`` resets it); tests that call ``write_outputs`` directly, without a command,
-    must not inherit it from an earlier test in the same worker."""
+    """A benchmark command run with ``--check`` leaves ``benchmarks.harness.options.CHECK`` set (the next command's
+    ``check_args`` resets it); tests that call ``write_outputs`` directly, without a command, must not inherit it
+    from an earlier test in the same worker."""
     yield
-    common = sys.modules.get("benchmarks.common")
-    if common is not None:
-        common._CHECK.update(rounds=None, differs=[])
+    options = sys.modules.get("benchmarks.harness.options")
+    if options is not None:
+        options.CHECK.update(rounds=None, differs=[])
 
 
 def pytest_unconfigure(config):

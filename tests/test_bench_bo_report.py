@@ -1,34 +1,32 @@
-"""benchmarks/bench_bo report pieces: average ranks, the time-against-quality Pareto front, the per-run machine line,
-and a whole report (Markdown + plots) rebuilt from small CSVs."""
+"""The BO suite's report pieces (benchmarks/suites/bo.py, benchmarks/harness/tables.py): average ranks, the
+time-against-quality Pareto front, the per-run machine line, and a whole report (Markdown + plots) rebuilt from small
+CSVs."""
 
 from __future__ import annotations
-
-import pathlib
-import sys
 
 import numpy as np
 import pandas as pd
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from benchmarks import bench_bo  # noqa: E402
+from benchmarks.harness import tables
+from benchmarks.suites import bo as bench_bo
 
 
 def test_pareto_front_keeps_exactly_the_non_dominated():
     cost = pd.Series({"fast_bad": 0.01, "mid_good": 0.1, "slow_best": 1.0, "slow_bad": 2.0, "tie_cost": 0.1})
     loss = pd.Series({"fast_bad": 8.0, "mid_good": 3.0, "slow_best": 1.0, "slow_bad": 5.0, "tie_cost": 4.0})
     # tie_cost: as fast as mid_good and worse, so dominated; slow_bad: dominated by mid_good and slow_best
-    assert bench_bo.pareto_front(cost, loss) == ["fast_bad", "mid_good", "slow_best"]
+    assert tables.pareto_front(cost, loss) == ["fast_bad", "mid_good", "slow_best"]
     # an exact duplicate dominates nothing: both stay
-    assert bench_bo.pareto_front(pd.Series({"a": 1.0, "b": 1.0}), pd.Series({"a": 2.0, "b": 2.0})) == ["a", "b"]
+    assert tables.pareto_front(pd.Series({"a": 1.0, "b": 1.0}), pd.Series({"a": 2.0, "b": 2.0})) == ["a", "b"]
 
 
 def test_avg_ranks_rank_only_the_methods_run_on_each_task():
     mean = pd.Series({("t1", "a"): 1.0, ("t1", "b"): 2.0, ("t1", "c"): 3.0, ("t2", "a"): 5.0, ("t2", "c"): 4.0})
-    r = bench_bo.avg_ranks(mean, ["t1", "t2"], ["a", "b", "c"])
+    r = tables.avg_ranks(mean, ["t1", "t2"], ["a", "b", "c"])
     assert r == {"a": [1.0, 2.0], "b": [2.0], "c": [3.0, 1.0]}
     # ties share the average rank
-    tie = bench_bo.avg_ranks(pd.Series({("t", "a"): 1.0, ("t", "b"): 1.0, ("t", "c"): 0.5}), ["t"], ["a", "b", "c"])
+    tie = tables.avg_ranks(pd.Series({("t", "a"): 1.0, ("t", "b"): 1.0, ("t", "c"): 0.5}), ["t"], ["a", "b", "c"])
     assert tie == {"a": [2.5], "b": [2.5], "c": [1.0]}
 
 
@@ -71,7 +69,7 @@ def test_report_writes_the_pareto_section_and_plot(tmp_path):
                              time_s=sec) for k in range(budget)]
     pd.DataFrame(rows).to_csv(tmp_path / "bo_runs.csv", index=False)
     pd.DataFrame(its).to_csv(tmp_path / "bo_iters.csv", index=False)  # an older version's uncompressed file
-    bench_bo.report(str(tmp_path), "python benchmarks/bench_bo.py --quick", {}, None)
+    bench_bo.report(str(tmp_path), "python -m benchmarks bo --quick", {}, None)
     assert not (tmp_path / "bo_iters.csv").exists()  # compressed in place, nothing lost
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "bo_iters.csv.gz"), pd.DataFrame(its))
     md = (tmp_path / "bo.md").read_text()
@@ -155,10 +153,10 @@ def test_append_to_an_older_iters_file_keeps_one_header(tmp_path):
     sets of columns (old rows' y empty), so the table still reads as one."""
     path = str(tmp_path / "bo_iters.csv.gz")
     old = pd.DataFrame(dict(task="branin", method="random", seed=0, iter=[1, 2], regret=[3.0, 2.0]))
-    bench_bo._append(path, old)
+    tables.append_csv(path, old)
     new = pd.DataFrame(dict(task="branin", method="tpe", seed=0, iter=[1, 2], regret=[4.0, 1.0], y=[5.0, 2.0]))
-    bench_bo._append(path, new)
-    bench_bo._append(path, new.assign(seed=1))
+    tables.append_csv(path, new)
+    tables.append_csv(path, new.assign(seed=1))
     got = pd.read_csv(path)
     assert list(got.columns) == ["task", "method", "seed", "iter", "regret", "y"] and len(got) == 6
     assert got.y.isna().sum() == 2 and got.y.iloc[2:].tolist() == [5.0, 2.0, 5.0, 2.0]

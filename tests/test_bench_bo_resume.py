@@ -1,17 +1,15 @@
-"""benchmarks/bench_bo.query_loop: a peer's BO run (hours for BoTorch on DrawNN200) checkpoints after every query, so
-a run killed after k queries resumes and ends exactly as the uninterrupted run does."""
+"""The BO suite's query_loop (benchmarks/suites/bo.py): a peer's BO run (hours for BoTorch on DrawNN200)
+checkpoints after every query, so a run killed after k queries resumes and ends exactly as the uninterrupted run
+does."""
 
 from __future__ import annotations
 
 import os
-import pathlib
-import sys
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from benchmarks import bench_bo  # noqa: E402
+from benchmarks.suites import bo as bench_bo
 
 
 class _Sphere:

@@ -1,16 +1,14 @@
-"""benchmarks/bench_bong's final-checkpoint table: seeds that diverged are counted but not averaged in."""
+"""The BONG suite's final-checkpoint table (benchmarks/suites/bong.py): seeds that diverged are counted but not
+averaged in."""
 
 from __future__ import annotations
 
 import argparse
 import math
-import pathlib
-import sys
 
 import pandas as pd
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from benchmarks import bench_bong  # noqa: E402
+from benchmarks.suites import bong as bench_bong
 
 NAN = float("nan")
 

@@ -1,10 +1,7 @@
-"""benchmarks/common: the full-feedback warm-up diagnostic agent picks its seed's labels, and a time-capped agent
-keeps the runner's non-finite flag."""
+"""benchmarks' agents, harness and studies: the full-feedback warm-up diagnostic agent picks its seed's labels, a
+time-capped agent keeps the runner's non-finite flag, and each study runs at a tiny size."""
 
 from __future__ import annotations
-
-import pathlib
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -12,25 +9,24 @@ import numpy as np
 import optax
 import pandas as pd
 import pytest
+from test_experiments import ToyBandit
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from test_experiments import ToyBandit  # noqa: E402
-
-from banditkit.agents import BanditAgent  # noqa: E402
-from banditkit.models import MLP  # noqa: E402
-from benchmarks import common  # noqa: E402
-from benchmarks.diag_subspace_warmup import warmup_rounds  # noqa: E402
+from banditkit.agents import BanditAgent
+from banditkit.models import MLP
+from benchmarks import agents as A
+from benchmarks.harness import merge, options, provenance, run
+from benchmarks.studies.subspace_warmup import warmup_rounds
 
 TAU, STEPS = 6, 12
 
 
 def test_full_feedback_warmup_uses_the_matching_seeds_targets():
     env = ToyBandit()
-    factory = common.full_feedback_warmup("subspace_ekf-thompson", dict(init_cov=0.5), [0, 1], STEPS,
+    factory = A.full_feedback_warmup("subspace_ekf-thompson", dict(init_cov=0.5), [0, 1], STEPS,
                                           model=MLP(features=(4,), out=3), subspace_dim=3, warmup_steps=TAU,
                                           sgd_kwargs=dict(n_iters=20, skip=2))
     agent = factory(env)
-    assert isinstance(agent, common.FullFeedbackWarmup)
+    assert isinstance(agent, A.FullFeedbackWarmup)
     key = jax.random.PRNGKey(3)
     fb1 = env.functional(1, STEPS)
     state, _ = warmup_rounds(agent, fb1, 1)  # the buffer the runner holds at round τ
@@ -48,11 +44,11 @@ def test_full_feedback_warmup_uses_the_matching_seeds_targets():
 
 
 def test_seed002_diagnostics_stay_out_of_the_default_agent_set():
-    agents = common.seed002_agents(num_actions=3, warmup_per_arm=2, full_feedback=([0], STEPS))
+    agents = A.seed002_agents(num_actions=3, warmup_per_arm=2, full_feedback=([0], STEPS))
     assert {"ekf_sub_svd_fullwarm", "ekf_sub_svd_fullwarm_r1e-3", "ekf_sub_svd_r1e-3"} <= set(agents)
-    default = common.select(agents, "")
+    default = options.select(agents, "")
     assert "ekf_sub_svd" in default and not any("fullwarm" in n or "r1e-3" in n for n in default)
-    assert list(common.select(agents, "ekf_sub_svd_fullwarm")) == ["ekf_sub_svd_fullwarm"]
+    assert list(options.select(agents, "ekf_sub_svd_fullwarm")) == ["ekf_sub_svd_fullwarm"]
     # the clipped warm-up variants are opt-in too, and differ from the protocol agent only in the clip
     assert not any("clip" in n for n in default)
     env = ToyBandit()
@@ -65,9 +61,9 @@ SEED003_DIAGNOSTICS = ("_r1e-2", "_r1e-4", "_bern", "_sigm", "_pred", "_coord", 
 
 
 def test_seed003_diagnostics_stay_out_of_the_default_agent_set():
-    agents = common.seed003_agents(rank=2, rank_last=3, model=MLP(features=(4,), out=3))
+    agents = A.seed003_agents(rank=2, rank_last=3, model=MLP(features=(4,), out=3))
     assert {"lrkf_ts_auth", "lrkf_ts_auth_q0", "lrkf_ts_coord_r1e-4", "lolofi_ts_auth", "lrkf_ts_pred"} <= set(agents)
-    default = common.select(agents, "")
+    default = options.select(agents, "")
     assert {"hilofi_ts", "lolofi_ts", "lrkf_ts", "lofi_ts", "replay_sgd_eps"} <= set(default)
     assert not any(tag in n for n in default for tag in SEED003_DIAGNOSTICS)
     env = ToyBandit()
@@ -91,32 +87,31 @@ def test_seed003_diagnostics_stay_out_of_the_default_agent_set():
 def test_showdown_and_movielens_offer_the_low_rank_filters_only_when_named():
     import gymnasium as gym
 
-    from benchmarks import bench_movielens, bench_showdown
-
-    for mod, env_id in ((bench_showdown, "banditkit/Shuttle-v0"), (bench_movielens, "banditkit/MovieLens-v0")):
-        agents = mod.agents_for(gym.make(env_id, max_steps=10))
-        default = common.select(agents, "")
+    for agents_for, env_id in ((A.showdown_agents, "banditkit/Shuttle-v0"),
+                               (A.movielens_agents, "banditkit/MovieLens-v0")):
+        agents = agents_for(gym.make(env_id, max_steps=10))
+        default = options.select(agents, "")
         assert "hilofi_ts" in default and "lrkf_ts" not in default and "lolofi_ts" not in default
         assert not any("_r1e-" in n for n in default if n.startswith(("hilofi", "lrkf", "lolofi")))
-        named = common.select(agents, "lrkf_ts,lolofi_ts_r1e-2,hilofi_ts_r1e-4")
+        named = options.select(agents, "lrkf_ts,lolofi_ts_r1e-2,hilofi_ts_r1e-4")
         assert list(named) == ["lrkf_ts", "lolofi_ts_r1e-2", "hilofi_ts_r1e-4"]
 
 
 def test_showdown_overview_of_a_tagged_run_keeps_the_protocol_notes_out(tmp_path):
-    from benchmarks import bench_showdown
+    from benchmarks.suites import showdown
 
     rows = [dict(agent="lrkf_ts", seed=s, cum_reward=100.0 + s, mean_reward=0.5, late_reward=0.5, final_regret=1.0,
                  steps=200, compile_s=1.0, run_s=2.0, per_step_s=0.01, wall_s=3.0, truncated=False,
                  nonfinite_by=None) for s in range(3)]
     pd.DataFrame(rows).to_csv(tmp_path / "diag_x_adult_seeds.csv", index=False)
-    bench_showdown.write_overview(str(tmp_path), "diag_x")
+    showdown.write_overview(str(tmp_path), "diag_x")
     md = (tmp_path / "diag_x.md").read_text()
     assert "| Adult | lrkf_ts | 3 | 200 | 101.0 ± 0.6 |" in md
     assert "`--tag diag_x`" in md and "neural_linear rows" not in md and not (tmp_path / "showdown.md").exists()
 
 
 def test_diag_obsnoise_tabulates_each_variance_and_marks_the_best(tmp_path):
-    from benchmarks import diag_obsnoise
+    from benchmarks.studies import obsnoise as diag_obsnoise
 
     rows = [dict(agent=a, seed=s, mean_reward=m + 0.01 * s, steps=100, nonfinite_by=None)
             for a, m in (("lrkf_ts", 0.3), ("lrkf_ts_r1e-2", 0.5), ("lrkf_ts_r1e-4", 0.4), ("lrkf_ts_vb", 0.45),
@@ -143,7 +138,7 @@ def test_diag_obsnoise_tabulates_each_variance_and_marks_the_best(tmp_path):
 def test_coordinate_init_puts_the_prior_on_the_first_coordinates_and_q_moves_the_rest():
     """The authors' initial factor ``c·[I_d | 0]``; with ``q = 0`` one update moves the mean on those ``d``
     coordinates only (``Kᵀ = S⁻¹HCᵀC``), with ``q > 0`` also outside them (the ``q Hᵀ S⁻¹ ε`` term)."""
-    agents = common.seed003_agents(rank=2, rank_last=3, model=MLP(features=(4,), out=3))
+    agents = A.seed003_agents(rank=2, rank_last=3, model=MLP(features=(4,), out=3))
     env = ToyBandit()
     ctx = np.ones((env.dim,), np.float32)
     x, y = (jnp.asarray(ctx), jax.nn.one_hot(1, 3)), jnp.asarray([1.0])
@@ -170,7 +165,7 @@ def test_time_capped_agent_keeps_the_nonfinite_flag():
         return BanditAgent(MLP(features=(8,), out=3), "replay_sgd", "greedy",
                            posterior_kwargs=dict(optimizer=optax.sgd(1e8), buffer_size=4, n_inner=5))
 
-    res = common.run_agents(ToyBandit(), {"diverges": diverging}, 40, [0, 1], chunk=10, max_agent_s=0.0,
+    res = run.run_agents(ToyBandit(), {"diverges": diverging}, 40, [0, 1], chunk=10, max_agent_s=0.0,
                             log=lambda s: None)
     t = res.timing["diverges"]
     assert t["truncated"] and t["steps"] < 40
@@ -184,32 +179,32 @@ def test_a_run_stopped_after_one_chunk_does_not_claim_a_compile_time():
         return BanditAgent(MLP(features=(4,), out=3), "ekf", "thompson")
 
     lines: list[str] = []
-    one = common.run_agents(ToyBandit(), {"a": linear}, 40, [0, 1], chunk=10, stop_after=5, log=lines.append)
+    one = run.run_agents(ToyBandit(), {"a": linear}, 40, [0, 1], chunk=10, stop_after=5, log=lines.append)
     t = one.timing["a"]
     assert t["truncated"] and t["steps"] == 10 and np.isnan(t["compile_s"]) and t["run_s"] > 0
     assert "compile + run" in lines[-1] and "not separable" in lines[-1]
-    two = common.run_agents(ToyBandit(), {"a": linear}, 40, [0, 1], chunk=10, stop_after=15, log=lines.append)
+    two = run.run_agents(ToyBandit(), {"a": linear}, 40, [0, 1], chunk=10, stop_after=15, log=lines.append)
     assert two.timing["a"]["steps"] == 20 and np.isfinite(two.timing["a"]["compile_s"])
     assert "compile " in lines[-1] and "not separable" not in lines[-1]
 
 
 def test_bench_arm_blocks_writes_the_paired_table(tmp_path):
-    from benchmarks import bench_arm_blocks
+    from benchmarks.suites import arm_blocks
 
-    bench_arm_blocks.main(["--envs", "mushroom", "--agents", "linear", "--steps", "4", "--seeds", "2", "--reps", "1",
+    arm_blocks.main(["--envs", "mushroom", "--agents", "linear", "--steps", "4", "--seeds", "2", "--reps", "1",
                            "--out", str(tmp_path)])
     rows = (tmp_path / "arm_blocks.csv").read_text().splitlines()
     assert rows[0].startswith("env,agent,layout") and len(rows) == 3  # one dense and one blocks run
     table = (tmp_path / "arm_blocks.md").read_text()
     assert "| mushroom | linear | 4 × 2 |" in table
     with pytest.raises(SystemExit):
-        bench_arm_blocks.main(["--envs", "nowhere", "--out", str(tmp_path)])
+        arm_blocks.main(["--envs", "nowhere", "--out", str(tmp_path)])
 
 
 def test_diag_linear_noise_reports_one_row_per_arm(tmp_path):
-    from benchmarks import diag_linear_noise
+    from benchmarks.studies import linear_noise
 
-    diag_linear_noise.main(["--env", "mushroom", "--steps", "6", "--seeds", "1", "--out", str(tmp_path)])
+    linear_noise.main(["--env", "mushroom", "--steps", "6", "--seeds", "1", "--out", str(tmp_path)])
     import pandas as pd
 
     df = pd.read_csv(tmp_path / "diag_linear_noise_mushroom.csv")
@@ -220,9 +215,9 @@ def test_diag_linear_noise_reports_one_row_per_arm(tmp_path):
 
 
 def test_diag_nl_guard_counts_discarded_retrainings(tmp_path):
-    from benchmarks import diag_nl_guard
+    from benchmarks.studies import nl_guard
 
-    diag_nl_guard.main(["--envs", "mushroom", "--agents", "neural_linear_lim", "--steps", "200", "--seeds", "2",
+    nl_guard.main(["--envs", "mushroom", "--agents", "neural_linear_lim", "--steps", "200", "--seeds", "2",
                         "--ratios", "2,inf", "--out", str(tmp_path)])
     import pandas as pd
 
@@ -231,13 +226,13 @@ def test_diag_nl_guard_counts_discarded_retrainings(tmp_path):
     assert (df.retrainings == 2).all() and (df.rejected >= 0).all() and (df.rejected <= 2).all() and df.finite.all()
     assert "| mushroom | neural_linear_lim | ratio 2 (default) | 2 |" in (tmp_path / "diag_nl_guard.md").read_text()
     with pytest.raises(SystemExit):
-        diag_nl_guard.main(["--ratios", "two", "--out", str(tmp_path)])
+        nl_guard.main(["--ratios", "two", "--out", str(tmp_path)])
 
 
 def test_diag_bo_highdim_runs_any_bench_task(tmp_path):
-    from benchmarks import diag_bo_highdim
+    from benchmarks.studies import bo_highdim
 
-    diag_bo_highdim.main(["--task", "branin", "--methods", "hilofi_ts_tr", "--seeds", "1", "--budget", "3",
+    bo_highdim.main(["--task", "branin", "--methods", "hilofi_ts_tr", "--seeds", "1", "--budget", "3",
                           "--kwargs", "{}", "--kwargs", '{"obs_noise": 0.001}', "--out", str(tmp_path), "--tag", "t"])
     import pandas as pd
 
@@ -260,13 +255,13 @@ def test_diag_bo_highdim_runs_any_bench_task(tmp_path):
     assert final.best_u == f"{incumbent[0]:.3f} {incumbent[1]:.3f}"
     assert final.true_z_opt >= final.true_z_best  # on the maximised scale the minimiser beats any incumbent
     with pytest.raises(SystemExit, match="unknown task"):
-        diag_bo_highdim.main(["--task", "rosenbrock", "--out", str(tmp_path)])
+        bo_highdim.main(["--task", "rosenbrock", "--out", str(tmp_path)])
 
 
 def test_bench_compile_checks_the_values_and_writes_the_table(tmp_path):
-    from benchmarks import bench_compile
+    from benchmarks.suites import compile as compile_suite
 
-    bench_compile.main(["--only", "uniform", "--reps", "1", "--out", str(tmp_path)])
+    compile_suite.main(["--only", "uniform", "--reps", "1", "--out", str(tmp_path)])
     import pandas as pd
 
     df = pd.read_csv(tmp_path / "compile.csv")
@@ -274,57 +269,57 @@ def test_bench_compile_checks_the_values_and_writes_the_table(tmp_path):
     assert (df.jax_random_s > 0).all() and (df.bk_rng_s > 0).all()
     assert "| uniform (1000, 6) |" in (tmp_path / "compile.md").read_text()
     with pytest.raises(SystemExit, match="no case"):
-        bench_compile.main(["--only", "nothing-like-this", "--out", str(tmp_path)])
+        compile_suite.main(["--only", "nothing-like-this", "--out", str(tmp_path)])
 
 
 def test_showdown_check_re_makes_its_own_table_and_flags_a_changed_row(tmp_path, capsys):
-    """bench_showdown --check end to end: a table just written is re-made (exit status 0, no file touched);
+    """The showdown suite's --check end to end: a table just written is re-made (exit status 0, no file touched);
     after its committed curve is altered, the same check reports the agent and exit status 1."""
-    from benchmarks import bench_showdown
+    from benchmarks.suites import showdown
 
     base = ["--datasets", "Mushroom", "--steps", "40", "--seeds", "3", "--agents", "linear", "--chunk", "10",
             "--out", str(tmp_path)]
-    bench_showdown.main(base)
+    showdown.main(base)
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
-    bench_showdown.main([*base, "--check", "15"])
+    showdown.main([*base, "--check", "15"])
     assert "[check showdown_mushroom] linear: re-made:" in capsys.readouterr().out
-    assert common.check_exit_status() == 0
+    assert merge.check_exit_status() == 0
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
 
     cur = pd.read_csv(tmp_path / "showdown_mushroom_curve.csv")
     cur.loc[cur["step"] == 10, "cum_reward"] += 5.0
     cur.to_csv(tmp_path / "showdown_mushroom_curve.csv", index=False)
-    bench_showdown.main([*base, "--check", "15"])
+    showdown.main([*base, "--check", "15"])
     assert "linear: DIFFERS from round 11" in capsys.readouterr().out
-    assert common.check_exit_status() == 1
+    assert merge.check_exit_status() == 1
 
 
 def test_machine_line_says_when_the_process_is_pinned_to_fewer_cores(monkeypatch):
     """XLA:CPU's rounding depends on the cores a process may use, so a pinned run's machine line says so."""
-    monkeypatch.setattr(common.os, "cpu_count", lambda: 2)
-    monkeypatch.setattr(common.os, "sched_getaffinity", lambda pid: {1}, raising=False)
-    assert common.cores_note() == ", process on 1 of them"
-    assert "2 cores shared with other users, process on 1 of them" in common.machine(load=False)
-    monkeypatch.setattr(common.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
-    assert common.cores_note() == ""
-    assert "2 cores shared with other users;" in common.machine(load=False)
+    monkeypatch.setattr(provenance.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(provenance.os, "sched_getaffinity", lambda pid: {1}, raising=False)
+    assert provenance.cores_note() == ", process on 1 of them"
+    assert "2 cores shared with other users, process on 1 of them" in provenance.machine(load=False)
+    monkeypatch.setattr(provenance.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert provenance.cores_note() == ""
+    assert "2 cores shared with other users;" in provenance.machine(load=False)
 
 
 def test_machine_line_names_the_cpu_model_and_its_vector_extension():
     """XLA:CPU compiles for the CPU it runs on, so a result's line says which one."""
     text = "processor\t: 0\nmodel name\t: AMD EPYC 9654\nflags\t\t: fpu sse2 avx avx2 avx512f\n\n" \
         "processor\t: 1\nmodel name\t: AMD EPYC 9654\nflags\t\t: fpu sse2 avx avx2 avx512f\n"
-    assert common.cpu_note(text) == " (AMD EPYC 9654, AVX-512)"
-    assert common.cpu_note("model name : Some CPU\nflags : sse2 avx avx2\n") == " (Some CPU, AVX2)"
-    assert common.cpu_note("flags : sse2\n") == " (SSE2)" and common.cpu_note("") == ""
-    assert f" CPU{common.cpu_note()}, " in common.machine(load=False)
+    assert provenance.cpu_note(text) == " (AMD EPYC 9654, AVX-512)"
+    assert provenance.cpu_note("model name : Some CPU\nflags : sse2 avx avx2\n") == " (Some CPU, AVX2)"
+    assert provenance.cpu_note("flags : sse2\n") == " (SSE2)" and provenance.cpu_note("") == ""
+    assert f" CPU{provenance.cpu_note()}, " in provenance.machine(load=False)
 
 
 def test_diag_dynamics_pairs_each_q_setting_with_make_agents_default(tmp_path):
     import gymnasium as gym
     import pandas as pd
 
-    from benchmarks import diag_dynamics
+    from benchmarks.studies import dynamics as diag_dynamics
 
     env = gym.make("banditkit/Mushroom-v0", max_steps=10)
     default = diag_dynamics.agent_factory("lrkf", "q0")(env).posterior.hyper
@@ -347,7 +342,7 @@ def test_diag_dynamics_pairs_each_q_setting_with_make_agents_default(tmp_path):
 
 
 def test_diag_starvation_merges_an_arms_consecutive_starved_blocks_and_tabulates_the_probe(tmp_path):
-    from benchmarks import diag_starvation as ds
+    from benchmarks.studies import starvation as ds
 
     assert ds._arms("[]") == [] and ds._arms("[3 9]") == [3, 9]
     meta = dict(agent="lrkf_ts_auth", seed=3, mean_reward=0.75, wall_s=1.0, command="cmd", machine="m", load=0.5)
@@ -369,7 +364,7 @@ def test_diag_starvation_lowrank_probe_matches_the_dense_covariance_of_an_lrkf_p
     """The probe's linearised logit sd is √(hᵀ(CᵀC + q̄I)h) of the dense covariance, its capture the share of ‖h‖ in
     the factor's row space; the spectrum is diag(CCᵀ) largest first; other posteriors get ``None``."""
     from banditkit.posteriors import diag_ekf, lrkf
-    from benchmarks import diag_starvation as ds
+    from benchmarks.studies import starvation as ds
 
     model = MLP(features=(3,), out=2)
     x = jnp.linspace(-1.0, 1.0, 4)
@@ -392,7 +387,7 @@ def test_diag_starvation_lowrank_probe_matches_the_dense_covariance_of_an_lrkf_p
 
 
 def test_diag_starvation_spread_table_splits_a_draws_variance_into_the_isotropic_and_the_factor_part(tmp_path):
-    from benchmarks import diag_starvation as ds
+    from benchmarks.studies import starvation as ds
 
     assert ds._spread_table(pd.DataFrame(dict(digit=[0])), str(tmp_path / "none.csv")) == []  # an older probe
     # ‖h‖ = 50, q̄ = 1e-6: the isotropic part 0.05; the factor's 0.0375 gives 0.0625 in all, a 36 % share
@@ -410,7 +405,7 @@ def test_diag_starvation_lowrank_probe_sums_lolofis_hidden_and_last_blocks():
     """LoLoFi: the linearised sd is √(Σ_i h_iᵀ(C_iᵀC_i + q̄_i I)h_i) over the hidden and last blocks; HiLoFi's full last
     layer is not probed."""
     from banditkit.posteriors import hilofi, lolofi
-    from benchmarks import diag_starvation as ds
+    from benchmarks.studies import starvation as ds
 
     model = MLP(features=(3,), out=2)
     x = jnp.linspace(-1.0, 1.0, 4)
@@ -431,7 +426,7 @@ def test_diag_starvation_lowrank_probe_sums_lolofis_hidden_and_last_blocks():
 
 
 def test_scaled_draws_widens_only_the_thompson_draws_isotropic_part():
-    """common.scaled_draws: the draws' pending variance is ``scale·q̄`` (sd ×10 for scale 100 off the factor's row
+    """A.scaled_draws: the draws' pending variance is ``scale·q̄`` (sd ×10 for scale 100 off the factor's row
     space); the filter's update and its ``q̄`` are untouched; probes read the scale from ``hyper``."""
     from jax.flatten_util import ravel_pytree
 
@@ -449,7 +444,7 @@ def test_scaled_draws_widens_only_the_thompson_draws_isotropic_part():
 
     factory.spec, factory.hyper = "lrkf-thompson", {}
     base = Agent.posterior
-    wide = common.scaled_draws(factory, 100.0)(None).posterior
+    wide = A.scaled_draws(factory, 100.0)(None).posterior
     assert wide.hyper["draw_q_scale"] == 100.0 and wide.update is base.update and wide.predict is base.predict
     s = base.predict(base.init(params))  # q̄ = 1e-2, the factor ~0
     keys = jax.random.split(jax.random.PRNGKey(1), 400)
@@ -459,7 +454,7 @@ def test_scaled_draws_widens_only_the_thompson_draws_isotropic_part():
 
 
 def test_diag_obsnoise_reads_a_source_of_several_tables_and_names_each_variances_seeds(tmp_path):
-    from benchmarks import diag_obsnoise
+    from benchmarks.studies import obsnoise as diag_obsnoise
 
     def rows(agent, mean, seeds):
         return [dict(agent=agent, seed=s, mean_reward=mean + 0.01 * s, steps=400, nonfinite_by=None) for s in seeds]
@@ -483,7 +478,7 @@ def test_diag_obsnoise_reads_a_source_of_several_tables_and_names_each_variances
 
 
 def test_diag_noise_cost_times_both_variants_and_writes_the_table(tmp_path):
-    from benchmarks import diag_noise_cost
+    from benchmarks.studies import noise_cost as diag_noise_cost
 
     assert diag_noise_cost.main(["--models", "mlp_shuttle", "--backends", "lrkf", "--rounds", "2", "--window", "3",
                                  "--out", str(tmp_path)]) == 0

@@ -1,16 +1,15 @@
-"""benchmarks/bench_kuairec.py on a sized synthetic look-alike: the output says it is synthetic and of which size,
-carries the random / oracle reference rows of the daily table, is re-made by --check; a malformed size, --render and
---merge are refused with the reason."""
+"""The kuairec suite (benchmarks/suites/kuairec.py) on a sized synthetic look-alike: the output says it is synthetic
+and of which size, carries the random / oracle reference rows of the daily table, is re-made by --check; a malformed
+size, --render and --merge are refused with the reason."""
 
 from __future__ import annotations
 
-import pathlib
 import sys
 
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from benchmarks import bench_kuairec, common  # noqa: E402
+from benchmarks.harness import merge
+from benchmarks.suites import kuairec as bench_kuairec
 
 
 def test_sized_lookalike_run_is_labelled_and_has_reference_rows(tmp_path, monkeypatch, capsys):
@@ -33,7 +32,7 @@ def test_sized_lookalike_run_is_labelled_and_has_reference_rows(tmp_path, monkey
     capsys.readouterr()
     bench_kuairec.main([*argv[1:], "--check", "15"])
     assert "[check kuairec] hilofi_ts: re-made: 25 points up to round 25 equal" in capsys.readouterr().out
-    assert common.check_exit_status() == 0
+    assert merge.check_exit_status() == 0
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
 
 

@@ -1,21 +1,19 @@
-"""benchmarks/common.write_outputs(merge=True): re-running some agents keeps the others' rows, judges floors on the
-merged table and carries the hand-written run notes."""
+"""benchmarks.harness.report.write_outputs(merge=True): re-running some agents keeps the others' rows, judges floors
+on the merged table and carries the hand-written run notes."""
 
 from __future__ import annotations
 
 import argparse
-import pathlib
 import sys
 
 import numpy as np
 import pandas as pd
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from benchmarks import common  # noqa: E402
+from benchmarks.harness import merge, options, report, run, tables
 
 
-def _result(rewards: dict[str, float], steps: int = 20, seeds: int = 2) -> common.Result:
+def _result(rewards: dict[str, float], steps: int = 20, seeds: int = 2) -> run.Result:
     """Agent ``a`` earns ``rewards[a]`` every step (oracle reward 1)."""
     rows = []
     for agent, r in rewards.items():
@@ -23,19 +21,19 @@ def _result(rewards: dict[str, float], steps: int = 20, seeds: int = 2) -> commo
             for t in range(steps):
                 rows.append(dict(agent=agent, seed=seed, step=t, reward=r, cumulative_regret=(1 - r) * (t + 1)))
     timing = {a: dict(compile_s=1.0, run_s=2.0, per_step_s=0.1, wall_s=3.0) for a in rewards}
-    return common.Result(pd.DataFrame(rows), timing)
+    return run.Result(pd.DataFrame(rows), timing)
 
 
 def _floors(s: pd.DataFrame) -> list:
     if not {"a", "b"} <= set(s.index):
         return []
-    return [common.Floor("a beats b", bool(s.loc["a", "cum_reward"] > s.loc["b", "cum_reward"]),
+    return [tables.Floor("a beats b", bool(s.loc["a", "cum_reward"] > s.loc["b", "cum_reward"]),
                          f"a {s.loc['a', 'cum_reward']:.1f}, b {s.loc['b', 'cum_reward']:.1f}")]
 
 
 def _write(tmp_path, res, merge, argv, monkeypatch):
     monkeypatch.setattr(sys, "argv", argv)
-    return common.write_outputs(res, str(tmp_path), "t", title="T", protocol="p", full_command="full",
+    return report.write_outputs(res, str(tmp_path), "t", title="T", protocol="p", full_command="full",
                                 floors=_floors, merge=merge)
 
 
@@ -66,7 +64,7 @@ def test_merged_rows_with_other_seed_counts_are_named_on_the_protocol_line(tmp_p
     assert "**Protocol run:** p\n" in (tmp_path / "t.md").read_text()  # every row has 5 seeds again
 
 
-def _noisy(agents: list[str], seeds: list[int], steps: int = 30, run_s: float = 2.0) -> common.Result:
+def _noisy(agents: list[str], seeds: list[int], steps: int = 30, run_s: float = 2.0) -> run.Result:
     """Each (agent, seed) earns a seed-dependent Bernoulli stream, so seeds differ and the curve's s.e. is not 0."""
     rows = []
     for k, agent in enumerate(agents):
@@ -78,12 +76,12 @@ def _noisy(agents: list[str], seeds: list[int], steps: int = 30, run_s: float = 
     run_id = f"test/{seeds}"  # run_agents stamps one id per call
     timing = {a: dict(compile_s=1.0, run_s=run_s, per_step_s=run_s / steps, wall_s=3.0, run_id=run_id)
               for a in agents}
-    return common.Result(pd.DataFrame(rows), timing)
+    return run.Result(pd.DataFrame(rows), timing)
 
 
 def _write_seeds(tmp_path, res, argv, monkeypatch, **kw):
     monkeypatch.setattr(sys, "argv", argv)
-    return common.write_outputs(res, str(tmp_path), "t", title="T", protocol="p", full_command="full",
+    return report.write_outputs(res, str(tmp_path), "t", title="T", protocol="p", full_command="full",
                                 extra_md=lambda seeds: f"table seeds {seeds}", **kw)
 
 
@@ -93,7 +91,7 @@ def test_add_seeds_pools_seed_rows_and_curves_exactly(tmp_path, monkeypatch):
     for _ in range(2):  # a run writes its table after every agent and at the end: pooled once, not twice
         s = _write_seeds(tmp_path, more, ["bench.py", "--add-seeds"], monkeypatch, add_seeds=True)
     direct = _noisy(["a", "b"], [0, 1, 2, 3, 4])
-    want = common.summary(common.per_seed(direct), ["a", "b"])
+    want = tables.summary(tables.per_seed(direct), ["a", "b"])
     # a: the five seeds' mean ± s.e. (as if run at once); b: its three seeds, untouched
     np.testing.assert_allclose(s.loc["a", ["cum_reward", "cum_reward_se", "final_regret_se"]].astype(float),
                                want.loc["a", ["cum_reward", "cum_reward_se", "final_regret_se"]].astype(float))
@@ -101,7 +99,7 @@ def test_add_seeds_pools_seed_rows_and_curves_exactly(tmp_path, monkeypatch):
     assert (s.loc["a", "run_s"], s.loc["a", "compile_s"], s.loc["b", "run_s"]) == (7.0, 1.0, 2.0)  # runs summed
     np.testing.assert_allclose(s.loc["a", "ms_per_step"], 1e3 * (2.0 + 5.0) / 30)
     cur = pd.read_csv(tmp_path / "t_curve.csv")
-    exact = common.curve(direct)
+    exact = tables.curve(direct)
     for agent, n in (("a", 5), ("b", 3)):
         got, ref = cur[cur["agent"] == agent].reset_index(drop=True), exact[exact["agent"] == agent]
         assert set(got["n"]) == {n}
@@ -117,26 +115,26 @@ def test_add_seeds_pools_seed_rows_and_curves_exactly(tmp_path, monkeypatch):
 def test_add_seeds_refuses_seeds_or_steps_an_agent_already_has(tmp_path, monkeypatch):
     _write_seeds(tmp_path, _noisy(["a"], [0, 1, 2]), ["bench.py"], monkeypatch)
     with pytest.raises(SystemExit, match=r"already has seed\(s\) \[2\].*--first-seed 3"):
-        common.check_add_seeds(str(tmp_path), "t", ["a"], [2, 3], 30)
+        merge.check_add_seeds(str(tmp_path), "t", ["a"], [2, 3], 30)
     with pytest.raises(SystemExit, match="ran 30 rounds, this run 40"):
-        common.check_add_seeds(str(tmp_path), "t", ["a"], [3, 4], 40)
-    common.check_add_seeds(str(tmp_path), "t", ["a", "new_agent"], [3, 4], 30)  # fine: new seeds, same steps
+        merge.check_add_seeds(str(tmp_path), "t", ["a"], [3, 4], 40)
+    merge.check_add_seeds(str(tmp_path), "t", ["a", "new_agent"], [3, 4], 30)  # fine: new seeds, same steps
     with pytest.raises(ValueError, match="old seeds \\[0, 1, 2\\]"):
         _write_seeds(tmp_path, _noisy(["a"], [2, 3]), ["bench.py", "--add-seeds"], monkeypatch, add_seeds=True)
 
 
 def test_seed_list_and_its_protocol_text():
-    args = common.parser("d", steps=10, seeds=3).parse_args(["--seeds", "2", "--first-seed", "3", "--add-seeds"])
-    common.check_args(argparse.Namespace(**{**vars(args), "out": "/tmp", "blas_threads": "system"}))
-    assert common.seed_list(args) == [3, 4] and common.seeds_text(args) == "2 seeds (3–4)"
-    assert common.seeds_text(common.parser("d", steps=10, seeds=3).parse_args([])) == "3 seeds"
+    args = options.parser("d", steps=10, seeds=3).parse_args(["--seeds", "2", "--first-seed", "3", "--add-seeds"])
+    options.check_args(argparse.Namespace(**{**vars(args), "out": "/tmp", "blas_threads": "system"}))
+    assert options.seed_list(args) == [3, 4] and options.seeds_text(args) == "2 seeds (3–4)"
+    assert options.seeds_text(options.parser("d", steps=10, seeds=3).parse_args([])) == "3 seeds"
     with pytest.raises(SystemExit, match="--first-seed must be >= 0"):
-        common.check_args(common.parser("d", steps=10, seeds=3).parse_args(["--first-seed", "-1",
+        options.check_args(options.parser("d", steps=10, seeds=3).parse_args(["--first-seed", "-1",
                                                                              "--blas-threads", "system"]))
 
 
 def test_seed002_ordering_floor_leaves_out_rows_with_a_nonfinite_seed_and_names_the_best():
-    from benchmarks import bench_mnist
+    from benchmarks.suites import mnist as bench_mnist
 
     rows = {"ekf_sub_svd": (4000.0, 1), "ekf_sub_svd_clip0.1": (2400.0, 0), "ekf_sub_svd_fullwarm": (4900.0, 0),
             "neural_linear_unlim_mb": (3600.0, 0), "neural_linear_lim": (800.0, 0), "linear": (2200.0, 0)}
@@ -152,7 +150,7 @@ def test_seed002_ordering_floor_leaves_out_rows_with_a_nonfinite_seed_and_names_
 
 
 def test_seed002_lenet5_floor_says_when_seeds_went_nonfinite():
-    from benchmarks import bench_mnist
+    from benchmarks.suites import mnist as bench_mnist
 
     s = pd.DataFrame(dict(cum_reward=[1600.0], cum_reward_se=[500.0], mean_reward=[0.32], mean_reward_se=[0.1],
                           steps=[5000], seeds=[5], nonfinite_seeds=[2]), index=["ekf_sub_svd"])
@@ -165,7 +163,7 @@ def test_seed002_lenet5_floor_says_when_seeds_went_nonfinite():
 def test_protocol_line_names_the_tables_seeds_and_render_rewrites_without_running(tmp_path, monkeypatch):
     def write(res, argv, **kw):
         monkeypatch.setattr(sys, "argv", argv)
-        return common.write_outputs(res, str(tmp_path), "t", title="T", protocol="20 steps × {seeds}, model",
+        return report.write_outputs(res, str(tmp_path), "t", title="T", protocol="20 steps × {seeds}, model",
                                     full_command="full", floors=_floors, **kw)
 
     write(_noisy(["a", "b"], [0, 1, 2]), ["bench.py"])
@@ -178,13 +176,13 @@ def test_protocol_line_names_the_tables_seeds_and_render_rewrites_without_runnin
         tmp_path / "t.md").read_text()
 
     (tmp_path / "t.md").write_text((tmp_path / "t.md").read_text().replace("a beats b", "old floor text"))
-    write(common.Result(pd.DataFrame(), {}, {}), ["bench.py", "--render"])  # what --render passes
+    write(run.Result(pd.DataFrame(), {}, {}), ["bench.py", "--render"])  # what --render passes
     md = (tmp_path / "t.md").read_text()
     assert "old floor text" not in md and "a beats b: **" in md  # floors judged again by this code
     assert "--render" not in md and md.count("- `python bench.py") == 3  # no command added
     assert "× 2–5 seeds (per row: see `seeds`), model\n" in md
     with pytest.raises(SystemExit, match="--render: no"):
-        common.write_outputs(common.Result(pd.DataFrame(), {}, {}), str(tmp_path / "none"), "t", title="T",
+        report.write_outputs(run.Result(pd.DataFrame(), {}, {}), str(tmp_path / "none"), "t", title="T",
                              protocol="p", full_command="f")
 
 
@@ -195,32 +193,32 @@ def test_check_compares_a_re_made_start_with_the_committed_curve_and_writes_noth
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     args = argparse.Namespace(steps=30, seeds=3, first_seed=0, out=str(tmp_path), blas_threads="1", merge=False,
                               add_seeds=False, render=False, check=10)
-    common.check_args(args)
+    options.check_args(args)
     start = _noisy(["a", "b"], [0, 1, 2])
-    start = common.Result(start.frame[start.frame["step"] < 12], start.timing)  # the first 12 of 30 rounds
-    v = common.check_against_table(start, str(tmp_path), "t").set_index("agent")
+    start = run.Result(start.frame[start.frame["step"] < 12], start.timing)  # the first 12 of 30 rounds
+    v = merge.check_against_table(start, str(tmp_path), "t").set_index("agent")
     assert v.loc["a", "verdict"].startswith("re-made:") and v.loc["a", "points"] >= 5
-    assert common.check_exit_status() == 0
+    assert merge.check_exit_status() == 0
 
     other = _noisy(["b", "a"], [0, 1, 2])  # each agent gets the other's stream
-    other = common.Result(other.frame[other.frame["step"] < 12], other.timing)
-    v = common.check_against_table(other, str(tmp_path), "t").set_index("agent")
+    other = run.Result(other.frame[other.frame["step"] < 12], other.timing)
+    v = merge.check_against_table(other, str(tmp_path), "t").set_index("agent")
     assert v.loc["a", "verdict"].startswith("DIFFERS from round") and v.loc["a", "first_step_differing"] >= 0
-    assert common.check_exit_status() == 1
+    assert merge.check_exit_status() == 1
 
     fewer = _noisy(["a"], [0, 1])
-    v = common.check_against_table(fewer, str(tmp_path), "t").set_index("agent")
+    v = merge.check_against_table(fewer, str(tmp_path), "t").set_index("agent")
     assert v.loc["a", "verdict"] == "not comparable (the table pools 3 seeds, this run 2)"
     _write(tmp_path, start, False, ["bench.py", "--check", "10"], monkeypatch)  # write_outputs in check mode
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
-    common.check_args(argparse.Namespace(**{**vars(args), "check": None}))  # the next command starts afresh
-    assert common.check_exit_status() == 0
+    options.check_args(argparse.Namespace(**{**vars(args), "check": None}))  # the next command starts afresh
+    assert merge.check_exit_status() == 0
 
 
 def test_check_refuses_options_that_write():
     args = argparse.Namespace(steps=30, seeds=3, first_seed=0, out="x", blas_threads="1", merge=True,
                               add_seeds=False, render=False, check=10)
     with pytest.raises(SystemExit, match="--check writes nothing"):
-        common.check_args(args)
+        options.check_args(args)
     with pytest.raises(SystemExit, match="--check must be >= 1"):
-        common.check_args(argparse.Namespace(**{**vars(args), "merge": False, "check": 0}))
+        options.check_args(argparse.Namespace(**{**vars(args), "merge": False, "check": 0}))

@@ -1,16 +1,13 @@
-"""benchmarks/bench_rank.py: the Pareto front, one run on a synthetic stream, and the table written from the rows."""
+"""The rank suite (benchmarks/suites/rank.py): the Pareto front, one run on a synthetic stream, and the table
+written from the rows."""
 
 from __future__ import annotations
-
-import pathlib
-import sys
 
 import numpy as np
 import pandas as pd
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from benchmarks import bench_rank  # noqa: E402
+from benchmarks.suites import rank as bench_rank
 
 
 def test_pareto_keeps_exactly_the_points_nothing_beats():

@@ -1,7 +1,7 @@
 """Numerical soak of EVERY registered backend (plus ``subspace_ekf``), float32, one ``lax.scan`` per run.
 
-The stream, model, per-backend sizes and runner are those of ``benchmarks/bench_soak.py`` (imported from there; the
-bench is the 100k-step version).  Per backend:
+The stream, model, per-backend sizes and runner are those of the soak suite, ``benchmarks/suites/soak.py`` (imported
+from there; ``python -m benchmarks soak`` is the 100k-step version).  Per backend:
 
 * ``test_soak_regression``: 20,000 drifting steps with ``Gaussian(0.01)``: predictive means finite, variances finite
   and > 0, state finite at every step; the one-step squared error over the last 1,000 steps is below 0.95× the
@@ -30,8 +30,6 @@ stated reason, and an XPASS (the fix landed) fails the run so the entry gets rem
 from __future__ import annotations
 
 import functools
-import importlib.util
-import pathlib
 
 import jax
 import jax.numpy as jnp
@@ -40,11 +38,7 @@ import pytest
 
 from banditkit.likelihoods import Bernoulli, Categorical, Gaussian
 from banditkit.models.nets import MLP
-
-_BENCH = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "bench_soak.py"
-_spec = importlib.util.spec_from_file_location("bench_soak", _BENCH)
-bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
+from benchmarks.suites import soak as bench
 
 STEPS = 20_000
 EDGE = 200

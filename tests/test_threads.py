@@ -63,31 +63,38 @@ def test_bad_argument_is_refused(n):
 
 
 def test_benchmark_option_refuses_bad_values_and_system_changes_nothing():
-    from benchmarks import common
+    from benchmarks.harness import options, provenance
 
     before = threads.blas_threads()
-    common.apply_blas_threads("system")
+    options.apply_blas_threads("system")
     assert threads.blas_threads() == before
     for bad in ("0", "many", "-2"):
         with pytest.raises(SystemExit, match="--blas-threads must be an integer >= 1 or 'system'"):
-            common.apply_blas_threads(bad)
+            options.apply_blas_threads(bad)
     assert threads.blas_threads() == before
-    assert common.blas_note().startswith("BLAS threads ")
-    args = common.parser("x", steps=10, seeds=3).parse_args([])
+    assert provenance.blas_note().startswith("BLAS threads ")
+    args = options.parser("x", steps=10, seeds=3).parse_args([])
     assert args.blas_threads == "1"  # the benchmarks cap BLAS by default, as the banditkit command does
 
 
-def test_every_benchmark_script_takes_the_option():
-    """A timing written by a script that ignored the cap would not be comparable with the other result files."""
-    import pathlib
+def test_every_benchmark_suite_and_study_takes_the_option(capsys):
+    """A timing written by a suite that ignored the cap would not be comparable with the other result files."""
+    import importlib
+    import inspect
 
-    bench = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
-    scripts = sorted([*bench.glob("bench_*.py"), *bench.glob("diag_*.py")])
-    assert len(scripts) >= 10
-    render_only = [f for f in scripts if "\nRENDER_ONLY = True" in f.read_text()]
-    for f in render_only:  # a script that only tabulates other runs' CSVs times nothing, so it needs no cap
-        src = f.read_text()
-        assert not any(call in src for call in ("run_agents(", "run_or_render(", "play_thompson(", "jax")), f.name
-    takes_it = ("common.parser(", "add_blas_threads(", "add_csv_study_options(")  # the last two add --blas-threads
-    missing = [f.name for f in scripts if f not in render_only and not any(c in f.read_text() for c in takes_it)]
-    assert not missing, f"scripts without --blas-threads: {missing}"
+    from benchmarks import catalog
+
+    entries = catalog.SUITES + catalog.STUDIES
+    assert len(entries) >= 20
+    missing = []
+    for e in entries:
+        module = importlib.import_module(e.module)
+        if getattr(module, "RENDER_ONLY", False):  # only tabulates other runs' CSVs: times nothing, needs no cap
+            src = inspect.getsource(module)
+            assert not any(call in src for call in ("run_agents(", "run_or_render(", "play_thompson(", "jax")), e.name
+            continue
+        with pytest.raises(SystemExit):
+            module.main(["--help"])
+        if "--blas-threads" not in capsys.readouterr().out:
+            missing.append(e.name)
+    assert not missing, f"suites / studies without --blas-threads: {missing}"

@@ -1,0 +1,106 @@
+"""Every suite and study: what it reproduces, its module and the files it writes (``python -m benchmarks --list``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A runnable suite or study: ``python -m benchmarks [study] NAME``; ``module`` has ``main(argv)``."""
+
+    name: str
+    module: str
+    what: str
+    writes: str
+
+
+SUITES = [
+    Entry("mnist", "benchmarks.suites.mnist",
+          "issue 5 items 1-2: the MNIST bandit, seed 003 (LeNet5; HiLoFi-TS floor >= 0.78) and seed 002 (subspace "
+          "EKF on LeNet5 / MLP1; floor >= 4400 and the ordering)",
+          "results/mnist_seed003{,_more}.md, mnist_seed002_{lenet5,mlp1}.md (+ _seeds.csv, _curve.csv, _regret.png)"),
+    Entry("showdown", "benchmarks.suites.showdown", "item 3: seed 002's Shuttle / Adult / Mushroom bandits",
+          "results/showdown.md (overview), showdown_{shuttle,adult,mushroom}.md (+ CSVs, plots)"),
+    Entry("movielens", "benchmarks.suites.movielens", "item 4: seed 002's MovieLens-100k recommender simulator",
+          "results/movielens.md (+ CSVs, plot)"),
+    Entry("kuairec", "benchmarks.suites.kuairec",
+          "item 5: seed 003's KuaiRec bandit (your files with --data-dir, else a synthetic look-alike)",
+          "results/kuairec.md, kuairec_daily.csv (+ CSVs, plot)"),
+    Entry("bo", "benchmarks.suites.bo",
+          "item 6: seed 003's BO suite (8 tasks) against BoTorch / Optuna TPE / random; time per iteration vs n",
+          "results/bo.md, bo_runs.csv, bo_iters.csv.gz, bo_time_n.csv, bo_curves.png, bo_time.png, bo_pareto.png"),
+    Entry("inbetween", "benchmarks.suites.inbetween",
+          "item 7: seed 003's 1-D in-between uncertainty (HiLoFi, LRKF, GP)", "results/inbetween.md, inbetween.png"),
+    Entry("speed", "benchmarks.suites.speed",
+          "item 8: per-step time of every backend (LeNet5, MLPs 10k-1M) against the machine's floor",
+          "results/speed.md, speed.csv, speed.png"),
+    Entry("rank", "benchmarks.suites.rank",
+          "item 8 with quality: seed 003's rank study (Fig. 6), online MNIST accuracy against ms per step, ranks 1-50",
+          "results/rank_study{,_60k}.md, .csv, .png"),
+    Entry("arm_blocks", "benchmarks.suites.arm_blocks",
+          "items 1-4: one head-covariance block per arm against one dense block, paired (ms per round, regret)",
+          "results/arm_blocks{,_nl,_kll}.md, .csv"),
+    Entry("compile", "benchmarks.suites.compile", "first-call cost: XLA:CPU compile time of jax.random vs bk.rng draws",
+          "results/compile.md, compile.csv"),
+    Entry("nonstationary", "benchmarks.suites.nonstationary",
+          "seeds 000/001: permuted / split / rotating Fashion-MNIST ranking and the label-switch forgetting claim",
+          "results/nonstationary.md, .csv, .png, nonstationary_curve.csv"),
+    Entry("bong", "benchmarks.suites.bong", "seed 004: the BONG grid on MNIST and a regression stream",
+          "results/bong.md, bong.csv"),
+    Entry("soak", "benchmarks.suites.soak", "every backend, 100,000 float32 steps of a drifting stream plus stress",
+          "results/soak.md, soak.csv"),
+]
+
+STUDIES = [
+    Entry("lowrank_mnist", "benchmarks.studies.lowrank_mnist",
+          "why LRKF-TS / LoLoFi-TS trail the paper on the MNIST bandit: one change each (observation model, initial "
+          "factor, Thompson draw, q); the authors' configuration at 40,000 rounds",
+          "studies/lowrank_mnist/results/diag_lowrank_mnist{,_40k}.md (mnist suite runs)"),
+    Entry("starvation", "benchmarks.studies.starvation",
+          "why LRKF-TS / LoLoFi-TS in the authors' configuration are seed-sensitive: starved arms, probed mid-run; "
+          "what q does to it",
+          "results/diag_starvation{,_q}.md, .csv, _probe.csv, _spectrum.csv (README.md cites them)"),
+    Entry("obsnoise", "benchmarks.studies.obsnoise",
+          "the observation variance 0.1 / 1e-2 / 1e-4 / learned, across MNIST, Shuttle, Adult, Mushroom, MovieLens",
+          "studies/obsnoise/results/diag_obsnoise.md, .csv and its showdown / movielens runs"),
+    Entry("noise_estimate", "benchmarks.studies.noise_estimate",
+          "where the learned observation variance (adaptive_noise) goes over the rounds",
+          "studies/noise_estimate/results/diag_noise_estimate{,_mnist}.md, .csv"),
+    Entry("noise_cost", "benchmarks.studies.noise_cost", "what learning the observation variance costs per step",
+          "studies/noise_cost/results/noise_cost.md, .csv"),
+    Entry("dynamics", "benchmarks.studies.dynamics",
+          "the dynamics noise q x {carry, gain} of HiLoFi / LoLoFi / LRKF on the bandits (why make_agent's q)",
+          "studies/dynamics/results/diag_dynamics.md, .csv"),
+    Entry("subspace_warmup", "benchmarks.studies.subspace_warmup",
+          "why the subspace EKF trails the paper on MNIST: its warm-up fit (bandit feedback vs the reference's labels)",
+          "results/mnist_seed002_warmup_fit.md (README.md cites it); studies/subspace_warmup/results/ (clip, "
+          "full-feedback runs)"),
+    Entry("linear_noise", "benchmarks.studies.linear_noise",
+          "the linear agent's learned noise variance, one shared vs one per arm",
+          "studies/linear_noise/results/diag_linear_noise_{mnist,shuttle}.md, .csv"),
+    Entry("nl_guard", "benchmarks.studies.nl_guard",
+          "how many of neural-linear's body retrainings its divergence guard discards",
+          "studies/nl_guard/results/diag_nl_guard{,_unlim}.md, .csv"),
+    Entry("bo_highdim", "benchmarks.studies.bo_highdim",
+          "where each BO method's queries land (faces, distance to the minimiser, predicted vs true)",
+          "studies/bo_highdim/results/diag_bo_highdim.md, diag_bo_branin{,_variants}.md, .csv"),
+]
+
+
+def find(name: str, study: bool = False) -> Entry | None:
+    """The suite (or study) called ``name``, or None."""
+    return next((e for e in (STUDIES if study else SUITES) if e.name == name), None)
+
+
+def listing() -> str:
+    """The text of ``python -m benchmarks --list``."""
+    width = max(len(e.name) for e in SUITES + STUDIES) + 2
+    lines = ["Suites (python -m benchmarks NAME [options]; --help for each; files under benchmarks/):", ""]
+    for e in SUITES:
+        lines += [f"  {e.name:<{width}}{e.what}", f"  {'':<{width}}writes {e.writes}"]
+    head = "Studies (python -m benchmarks study NAME [options]; write-ups in benchmarks/studies/NAME/README.md):"
+    lines += ["", head, ""]
+    for e in STUDIES:
+        lines += [f"  {e.name:<{width}}{e.what}", f"  {'':<{width}}writes {e.writes}"]
+    return "\n".join(lines)

@@ -1,0 +1,400 @@
+"""Per-step speed of the posterior backends against the machine's own floor (issue 5, item 8).
+
+What is timed: ``predict`` + ``update`` fused under one ``jax.jit`` (one observation per step, scalar Gaussian
+output, float32), the protocol of ``shared/research/anchor-speed-reference.md`` (a new state buffer per step);
+then the same window again with the state donated to the step (``donate_argnums=0``: updated in place, as inside
+banditkit's runner), reported as ``donated ms``.  Neither is always faster: in place, the full EKF at P = 10⁴
+skips allocating 438 MB per step (139 → 32 ms), while HiLoFi on the 1M MLP pays for copies XLA inserts to update
+its factors in place (21 → 37 ms).  ``ratio`` uses the first (the anchor's protocol):
+
+* compile time (``lower`` + ``compile``) is reported separately;
+* ``--warmup`` steps on fresh random ``(x, y)``, then ``--steps`` timed steps, each ``block_until_ready``; the
+  table reports the median (and the 10th percentile, which is less sensitive to other processes);
+* the floor is measured in the same process right before every backend's window: the median of ``--floor-reps``
+  jitted ``jax.grad`` calls of the model plus ``2·P·(r+1)²`` flops at the median GEMM rate of a jitted
+  ``1024×1024 @ 1024×1024`` float32 matmul.  ``ratio = step / floor`` uses the median of all floor readings of the
+  configuration (single readings are noisy);
+* the CPU time of *other* processes (``/proc/stat`` busy time minus this process's CPU time) is recorded for every
+  window as ``other_cores``; before each window the script waits up to ``--idle-wait`` seconds for the machine to
+  go quiet.  Numbers with ``other_cores`` above ~0.1 are not comparable with the anchor.
+
+Configurations: ``LeNet5(out=1)`` (P = 60,941) at ranks ``--lenet-ranks`` (default 10 and 50) and MLPs on 10
+inputs with about 10k, 100k, 300k and 1M parameters at rank 10.  Backends: the rank-based ones (hilofi, lolofi,
+lrkf, lofi, subspace_ekf; ``hilofi_q1e-6`` = HiLoFi with q = 1e-6) at every rank, the others once per model;
+``ekf`` only up to ``--ekf-max-params``.
+
+Usage::
+
+    python -m benchmarks speed            # full run (idle machine: ~15 min)
+    python -m benchmarks speed --quick    # fewer steps, LeNet + 10k/100k MLPs
+    python -m benchmarks speed --configs lenet --backends hilofi,lrkf --lenet-ranks 10,20,50,100
+    python -m benchmarks speed --backends lrkf,lrkf-adaptive_noise --tag speed_adaptive_noise  # learned noise
+
+A backend name ending in ``-adaptive_noise`` times that backend wrapped by ``bk.posteriors.adaptive_noise`` (the
+observation variance learned online).  Writes ``speed.csv`` (one row per backend × configuration; ``--tag`` renames
+the three files), ``speed.md`` (the table, with the machine and the protocol) and ``speed.png`` (time vs P at
+rank 10, log-log; time vs rank on LeNet) into ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import os
+import platform
+import sys
+import time
+import traceback
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import banditkit as bk
+from banditkit.likelihoods import Gaussian
+from banditkit.models.nets import MLP, LeNet5
+from benchmarks.harness import options, plots, provenance
+
+DEFAULT_BACKENDS = [
+    "hilofi", "hilofi_q1e-6", "lolofi", "lrkf", "lofi", "diag_ekf", "subspace_ekf", "kalman_last_layer", "replay_sgd",
+    "neural_linear", "ekf",
+]  # fmt: skip
+RANKED = {"hilofi", "hilofi_q1e-6", "lolofi", "lrkf", "lofi", "subspace_ekf", "bong"}
+# ``hilofi_qQ``: HiLoFi with dynamics_cov = Q on both blocks (the paper's MNIST agent: 1e-6); with q_ℓ > 0 its
+# default last_cov="auto" keeps the last layer as a dense covariance (O(D_ℓ²) time update), unlike q = 0's square root
+MLP_SIZES = {"mlp10k": (96, 96), "mlp100k": (310, 310), "mlp300k": (540, 540), "mlp1m": (1000, 1000)}
+
+
+# ------------------------------------------------------------------------------------------------ machine load
+def _busy_jiffies() -> tuple[float, float]:
+    """``(busy, total)`` jiffies of all CPUs from ``/proc/stat`` (0, 0 where unavailable)."""
+    try:
+        with open("/proc/stat") as f:
+            v = [float(t) for t in f.readline().split()[1:]]
+        idle = v[3] + (v[4] if len(v) > 4 else 0.0)
+        return sum(v) - idle, sum(v)
+    except OSError:
+        return 0.0, 0.0
+
+
+class LoadMeter:
+    """Cores used by *other* processes over a window: ``/proc/stat`` busy time minus this process's CPU time."""
+
+    def __enter__(self):
+        self.b0, _ = _busy_jiffies()
+        self.c0 = time.process_time()
+        self.t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        b1, _ = _busy_jiffies()
+        hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        wall = max(time.perf_counter() - self.t0, 1e-9)
+        self.other_cores = max(((b1 - self.b0) / hz - (time.process_time() - self.c0)) / wall, 0.0)
+        return False
+
+
+def wait_idle(max_wait: float, threshold: float = 0.1) -> float:
+    """Wait (at most ``max_wait`` s) for a 1 s window in which other processes use < ``threshold`` cores."""
+    t_end = time.perf_counter() + max_wait
+    other = float("nan")
+    while True:
+        with LoadMeter() as m:
+            time.sleep(min(1.0, max(max_wait, 0.05)))
+        other = m.other_cores
+        if other < threshold or time.perf_counter() >= t_end:
+            return other
+
+
+# ------------------------------------------------------------------------------------------------------ floor
+def _median_time(fn, *args, reps: int) -> float:
+    jax.block_until_ready(fn(*args))
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        ts.append(time.perf_counter() - t0)
+    return float(np.median(ts))
+
+
+class Floor:
+    """``grad + 2·P·(r+1)²/peak``, both measured now (jitted grad of the model; 1024² float32 GEMM)."""
+
+    def __init__(self, model, params, x, reps: int):
+        self.grad = jax.jit(jax.grad(lambda p, xx: model.apply(p, xx)[0]))
+        self.params, self.x, self.reps = params, x, reps
+        self.mat = jax.random.normal(jax.random.PRNGKey(7), (1024, 1024), jnp.float32)
+        self.mm = jax.jit(lambda a: a @ a)
+
+    def measure(self) -> tuple[float, float]:
+        """``(grad seconds, GEMM flop/s)``."""
+        g = _median_time(self.grad, self.params, self.x, reps=self.reps)
+        t = _median_time(self.mm, self.mat, reps=max(self.reps // 2, 5))
+        return g, 2 * 1024**3 / t
+
+
+# ----------------------------------------------------------------------------------------------------- models
+def make_config(name: str):
+    """``(model, params, x_dim)``."""
+    if name == "lenet":
+        model, din = LeNet5(out=1), 784
+    else:
+        model, din = MLP(features=MLP_SIZES[name], out=1), 10
+    params = model.init(jax.random.PRNGKey(0), jnp.zeros(din, jnp.float32))
+    return model, params, din
+
+
+def make_backend(name: str, model, params, rank: int, x0, num_params: int):
+    """A ``Posterior`` for ``name`` at this size with benchmark settings, or raise to skip it."""
+    if name == "subspace_ekf":
+        from banditkit.posteriors.subspace import subspace_ekf, subspace_random
+
+        basis, offset = subspace_random(jax.random.PRNGKey(3), params, rank)
+        return subspace_ekf(model.apply, Gaussian(0.1), basis=basis, offset=offset)
+    kw = {}
+    name, learns = bk.posteriors.split_suffix(name)  # "lrkf-adaptive_noise": the noise variance learned online
+    if name.startswith("hilofi_q"):
+        name, kw["dynamics_cov"] = "hilofi", float(name[len("hilofi_q"):])
+    factory = bk.posteriors.adaptive_noise(name) if learns else bk.posteriors.get(name)
+    sig = inspect.signature(factory).parameters
+    if "rank" in sig:
+        kw["rank"] = rank
+    if "rank_last" in sig and name == "lolofi":
+        kw["rank_last"] = rank
+    if "example_x" in sig:
+        kw["example_x"] = x0
+    if name == "bong":
+        kw["family"] = "dlr"
+    return factory(model.apply, Gaussian(0.1), **kw)
+
+
+def time_backend(post, params, din: int, warmup: int, steps: int, seed: int = 0, donate: bool = False) -> dict:
+    """Compile seconds, then per-step seconds of the fused predict+update (median / p10 / min)."""
+    state = post.init(params)
+    step = jax.jit(lambda s, x, y: post.update(post.predict(s), x, y), donate_argnums=(0,) if donate else ())
+    n = warmup + steps
+    xs = jax.random.normal(jax.random.PRNGKey(seed + 1), (n, din), jnp.float32)
+    ys = jax.random.normal(jax.random.PRNGKey(seed + 2), (n, 1), jnp.float32)
+    t0 = time.perf_counter()
+    compiled = step.lower(state, xs[0], ys[0]).compile()
+    compile_s = time.perf_counter() - t0
+    for i in range(warmup):
+        state = compiled(state, xs[i], ys[i])
+    jax.block_until_ready(state)
+    ts = []
+    with LoadMeter() as m:
+        for i in range(warmup, n):
+            t0 = time.perf_counter()
+            state = compiled(state, xs[i], ys[i])
+            jax.block_until_ready(state)
+            ts.append(time.perf_counter() - t0)
+    finite = all(bool(jnp.all(jnp.isfinite(leaf))) for leaf in jax.tree_util.tree_leaves(state)
+                 if jnp.issubdtype(jnp.asarray(leaf).dtype, jnp.floating))  # fmt: skip
+    ts = np.asarray(ts)
+    return dict(compile_s=compile_s, step_ms=1e3 * np.median(ts), step_p10_ms=1e3 * np.percentile(ts, 10),
+                step_min_ms=1e3 * ts.min(), other_cores_step=m.other_cores, finite=finite)  # fmt: skip
+
+
+# -------------------------------------------------------------------------------------------------------- run
+def run(args, on_config=None) -> list[dict]:
+    configs = []
+    names = args.configs.split(",")
+    if "lenet" in names:
+        configs += [("lenet", r) for r in args.lenet_ranks]
+    configs += [(c, 10) for c in names if c in MLP_SIZES]
+    backends = args.backends.split(",") if args.backends != "all" else sorted({*bk.posteriors.REGISTRY, "subspace_ekf"})
+    have = set(bk.posteriors.REGISTRY) | ({"subspace_ekf"} if hasattr(bk.posteriors, "subspace_ekf") else set())
+    rows = []
+    for cname, rank in configs:
+        model, params, din = make_config(cname)
+        num_params = int(sum(np.size(leaf) for leaf in jax.tree_util.tree_leaves(params)))
+        x0 = jnp.zeros(din, jnp.float32)
+        floor = Floor(model, params, x0 + 0.1, args.floor_reps)
+        first_rank = rank == min(r for c, r in configs if c == cname)
+        config_rows = []
+        for b in backends:
+            row = dict(config=cname, params=num_params, rank=rank, backend=b)
+            base = bk.posteriors.split_suffix(b)[0]
+            if base.split("_q")[0] not in have:
+                continue
+            if base not in RANKED and not first_rank:
+                continue  # rank-independent: timed once per model
+            if b == "ekf" and num_params > args.ekf_max_params:
+                row["note"] = f"skipped: P > {args.ekf_max_params} (P×P covariance)"
+                rows.append(row)
+                continue
+            try:
+                post = make_backend(b, model, params, rank, x0, num_params)
+                row["other_cores_idle_wait"] = wait_idle(args.idle_wait)
+                with LoadMeter() as fm:
+                    g, peak = floor.measure()
+                row.update(grad_ms=1e3 * g, gemm_gflops=peak / 1e9, other_cores_floor=fm.other_cores)
+                row["floor_window_ms"] = 1e3 * (g + 2 * num_params * (rank + 1) ** 2 / peak)
+                row.update(time_backend(post, params, din, args.warmup, args.steps, donate=False))
+                row["donated_ms"] = time_backend(post, params, din, args.warmup, args.steps, donate=True)["step_ms"]
+                row["note"] = "" if row["finite"] else "state not finite after the timed steps"
+            except Exception as e:  # noqa: BLE001 - one backend failing must not stop the benchmark
+                row["note"] = f"error: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
+                if args.verbose:
+                    traceback.print_exc()
+            print(_fmt_row(row), flush=True)
+            config_rows.append(row)
+            rows.append(row)
+        # ratio against the median floor of this configuration
+        gs = [r["grad_ms"] for r in config_rows if "grad_ms" in r]
+        ps = [r["gemm_gflops"] for r in config_rows if "gemm_gflops" in r]
+        if gs:
+            g_med, p_med = float(np.median(gs)), float(np.median(ps))
+            floor_ms = g_med + 1e3 * 2 * num_params * (rank + 1) ** 2 / (p_med * 1e9)
+            for r in config_rows:
+                r.update(floor_ms=floor_ms, grad_med_ms=g_med, gemm_med_gflops=p_med)
+                if "step_ms" in r:
+                    r["ratio"] = r["step_ms"] / floor_ms
+                    r["ratio_p10"] = r["step_p10_ms"] / floor_ms
+        if on_config is not None:
+            on_config(rows)  # incremental outputs: a stopped run keeps the configurations it finished
+    return rows
+
+
+def _fmt_row(r: dict) -> str:
+    if "step_ms" in r:
+        return (f"{r['config']:>8} P={r['params']:>9,} r={r['rank']:>3} {r['backend']:>18}: "
+                f"{r['step_ms']:9.2f} ms (p10 {r['step_p10_ms']:.2f}), compile {r['compile_s']:.1f} s, "
+                f"floor(window) {r['floor_window_ms']:.2f} ms, other cores {r['other_cores_step']:.2f}")  # fmt: skip
+    return f"{r['config']:>8} P={r['params']:>9,} r={r['rank']:>3} {r['backend']:>18}: {r.get('note', '')}"
+
+
+COLUMNS = [
+    "config", "params", "rank", "backend", "step_ms", "step_p10_ms", "step_min_ms", "donated_ms", "compile_s",
+    "floor_ms", "ratio", "ratio_p10", "grad_ms", "gemm_gflops", "floor_window_ms", "grad_med_ms", "gemm_med_gflops",
+    "other_cores_step", "other_cores_floor", "other_cores_idle_wait", "finite", "note",
+]  # fmt: skip
+
+
+def write_outputs(rows: list[dict], out: str, args) -> None:
+    import pandas as pd
+
+    os.makedirs(out, exist_ok=True)
+    df = pd.DataFrame(rows)
+    for c in COLUMNS:
+        if c not in df:
+            df[c] = np.nan
+    df = df[COLUMNS]
+    df.to_csv(os.path.join(out, f"{args.tag}.csv"), index=False)
+    one, fifteen = provenance.load_average(1), provenance.load_average(15)
+    load = f"; load average {one:.1f} / {fifteen:.1f} (1 / 15 min) when written" if one is not None else ""
+    lines = [
+        "# Per-step speed: predict + update under one jax.jit",
+        "",
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs ({platform.processor() or 'cpu'}) shared with other "
+        f"jobs{load}; jax {jax.__version__} on {jax.default_backend()}"
+        + provenance.commit_note()
+        + "; float32; one observation per step, scalar Gaussian output (R = 0.1); a new state buffer per step "
+        + "(`donated ms`: the state donated to the step, updated in place as in the runner)"
+        + f". {args.warmup} warm-up + {args.steps} timed steps per backend; compile time separate. "
+        + f"Allocator: {getattr(args, 'malloc', 'glibc defaults')}; {provenance.blas_note()}.",
+        "",
+        f"Command: `{provenance.suite_command('speed', args.argv)}`",
+        "",
+        "Floor = median jitted `grad` of the model + 2·P·(r+1)² flops at the median 1024² GEMM rate, both "
+        "re-measured before every backend window (median over the configuration). `ratio` = median step / floor; "
+        "`ratio p10` uses the 10th-percentile step. `other` = cores used by other processes during the timed "
+        "window (0 on an idle machine); rows with other > 0.1 are not comparable to the anchor "
+        "(`shared/research/anchor-speed-reference.md`: reference HiLoFi r50 on LeNet 26–27 ms, ratio ≈ 10).",
+        "",
+        "| config | P | rank | backend | step ms (median) | step ms (p10) | donated ms (median) | compile s | "
+        "floor ms | ratio | ratio p10 | other | note |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+
+    def f(v, fmt):
+        return "" if v is None or (isinstance(v, float) and np.isnan(v)) else format(v, fmt)
+
+    for r in df.to_dict("records"):
+        lines.append(
+            f"| {r['config']} | {r['params']:,} | {r['rank']} | {r['backend']} | {f(r['step_ms'], '.2f')} | "
+            f"{f(r['step_p10_ms'], '.2f')} | {f(r.get('donated_ms'), '.2f')} | {f(r['compile_s'], '.1f')} | "
+            f"{f(r['floor_ms'], '.2f')} | "
+            f"{f(r['ratio'], '.2f')} | {f(r['ratio_p10'], '.2f')} | {f(r['other_cores_step'], '.2f')} | "
+            f"{'' if not isinstance(r['note'], str) else r['note']} |"
+        )
+    with open(os.path.join(out, f"{args.tag}.md"), "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    _plot(df, os.path.join(out, f"{args.tag}.png"))
+
+
+def _plot(df, path: str) -> None:
+    """Left: time vs P at rank 10 over the MLP sweep (LeNet5 is a CNN of another shape, so it is left out of the
+    line); right: time vs rank on LeNet5.  Each backend keeps one colour and marker in both panels."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ok = df[df["step_ms"].notna()]
+    names = sorted(ok["backend"].unique())
+    style = {b: dict(color=c, marker="osD^v<>ph*X"[i % 11])
+             for i, (b, c) in enumerate(zip(names, plots.method_colours(len(names)), strict=True))}
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.6))
+    r10 = ok[(ok["rank"] == 10) & ok["config"].str.startswith("mlp")]
+    for b, g in r10.groupby("backend"):
+        g = g.sort_values("params")
+        a1.plot(g["params"], g["step_ms"], "-", ms=5, label=b, **style[b])
+    fl = r10.drop_duplicates("config").sort_values("params")
+    if len(fl):
+        a1.plot(fl["params"], fl["floor_ms"], "k--", lw=2, label="floor")
+    a1.set(xscale="log", yscale="log", xlabel="parameters P (MLPs on 10 inputs)", ylabel="ms per predict+update",
+           title="rank 10: time vs P (linear in P = slope 1)")
+    a1.grid(True, which="both", alpha=0.2)
+    if a1.get_legend_handles_labels()[0]:
+        a1.legend(fontsize=7, ncol=2)
+    le = ok[ok["config"] == "lenet"]
+    for b, g in le.groupby("backend"):
+        g = g.sort_values("rank")
+        if g["rank"].nunique() > 1:
+            a2.plot(g["rank"], g["step_ms"], "-", ms=5, label=b, **style[b])
+    fl = le.drop_duplicates("rank").sort_values("rank")
+    if len(fl):
+        a2.plot(fl["rank"], fl["floor_ms"], "k--", lw=2, label="floor")
+    a2.set(xlabel="rank", ylabel="ms per predict+update", title="LeNet5 (P = 60,941): time vs rank", yscale="log")
+    a2.grid(True, which="both", alpha=0.2)
+    if a2.get_legend_handles_labels()[0]:
+        a2.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=options.RESULTS)
+    ap.add_argument("--configs", default="lenet,mlp10k,mlp100k,mlp300k,mlp1m")
+    ap.add_argument("--lenet-ranks", default="10,50", type=lambda s: [int(v) for v in s.split(",")])
+    ap.add_argument("--backends", default=",".join(DEFAULT_BACKENDS), help="comma list, or 'all'")
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--floor-reps", type=int, default=30)
+    ap.add_argument("--idle-wait", type=float, default=3.0, help="max seconds to wait for an idle machine")
+    ap.add_argument("--ekf-max-params", type=int, default=3000)
+    ap.add_argument("--quick", action="store_true", help="5 warm-up + 10 timed steps; LeNet, 10k and 100k MLPs")
+    ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--tag", default="speed", help="output names: TAG.csv, TAG.md, TAG.png (default speed)")
+    ap.add_argument("--keep-freed-memory", action="store_true",
+                    help="call banditkit.memory.keep_freed_memory() first (faster for factors above 32 MiB, slower "
+                         "for small ones)")
+    options.add_blas_threads(ap)
+    args = ap.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    options.apply_blas_threads(args.blas_threads)
+    args.malloc = "glibc defaults"
+    if args.keep_freed_memory:
+        kept = bk.memory.keep_freed_memory()
+        args.malloc = ("large blocks kept for reuse (banditkit.memory.keep_freed_memory)" if kept
+                       else "glibc defaults (keep_freed_memory not available here)")
+    if args.quick:
+        args.warmup, args.steps, args.floor_reps, args.idle_wait = 5, 10, 10, 0.5
+        if args.configs == ap.get_default("configs"):
+            args.configs = "lenet,mlp10k,mlp100k"
+    rows = run(args, on_config=lambda rows: write_outputs(rows, args.out, args))
+    write_outputs(rows, args.out, args)
+    print(f"wrote {args.out}/{args.tag}.csv, {args.tag}.md, {args.tag}.png")
