@@ -161,7 +161,8 @@ def test_bandit_agent_switch_runs_and_learns(tmp_path):
 def test_subspace_agent_with_learned_noise():
     env = gymnasium.make("banditkit/Wheel-v0")
     agent = bk.agents.make_agent("subspace_ekf-thompson", env, adaptive_noise=True, warmup_steps=10,
-                                 subspace_dim=4, sgd_kwargs=dict(n_iters=20))
+                                 posterior_kwargs=dict(dim=4, sgd=dict(n_iters=20)))
+    assert agent.warmup_rounds == 10  # the wrapper passes the backend's refit through
     df = bk.run(env, agent, steps=30, seeds=1, progress=False)
     assert np.isfinite(df["regret"]).all()
 

@@ -425,3 +425,34 @@ def test_make_agent_kalman_last_layer_keeps_arm_blocks():
     assert not np.allclose(after[2], before[2]) and all(np.array_equal(after[k], before[k]) for k in (0, 1))
     action, _ = agent.act(jax.random.PRNGKey(1), state, jnp.ones(D))
     assert 0 <= int(action) < K
+
+
+def _net(p, x):
+    """A K-output head on a hidden tanh layer (``body``) or, without one, on the first inputs: any width."""
+    h = jnp.tanh(x @ p["body"]["w"]) if "body" in p else x[: p["head"]["kernel"].shape[0]]
+    return h @ p["head"]["kernel"] + p["head"]["bias"]
+
+
+@pytest.mark.parametrize("make, body", [
+    (lambda f: bk.posteriors.linear(f, Gaussian(0.3), arms=K, noise="nig", shared_noise=False), False),
+    (lambda f: bk.posteriors.hilofi(f, Gaussian(0.3), rank=2, arms=K, dynamics_cov=0.01), True),
+    (lambda f: bk.posteriors.kalman_last_layer(f, Gaussian(0.3), arms=K), True),
+], ids=["linear", "hilofi", "kalman_last_layer"])
+def test_arm_blocks_come_from_the_state(make, body):
+    """The arm index is derived from the state's layout: one backend serves two head widths, and a fresh backend
+    that never ran ``init`` continues a state exactly."""
+    f = selected_output(_net)
+    post, x, y = make(f), (jnp.ones(D), jax.nn.one_hot(1, K)), jnp.ones(1)
+    for width in (2, 3):
+        params = {"head": {"kernel": jnp.full((width, K), 0.2), "bias": jnp.zeros(K)}}
+        if body:
+            params["body"] = {"w": jnp.full((D, width), 0.1)}
+        state = post.update(post.predict(post.init(params)), x, y)
+        fresh = make(f)
+        for u, v in zip(post.predictive(state, x), fresh.predictive(state, x), strict=True):
+            np.testing.assert_array_equal(u, v)
+        for u, v in zip(*(jax.tree_util.tree_leaves(p.update(state, x, y)) for p in (post, fresh)), strict=True):
+            np.testing.assert_array_equal(u, v)
+        shapes = [[v.shape for v in jax.tree_util.tree_leaves(t)] for t in (fresh.sample(jax.random.PRNGKey(0), state),
+                                                                            params)]
+        assert shapes[0] == shapes[1]

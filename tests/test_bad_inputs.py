@@ -109,7 +109,7 @@ CASES = [
              c.model.init(jax.random.PRNGKey(0), jnp.zeros(2))),
          ValueError, "last_layer='nohead'", "head"),
     case("posterior-negative-init-cov", lambda c: bk.posteriors.ekf(c.model.apply, init_cov=-1.0), ValueError,
-         "init_cov", "> 0"),
+         "init_cov", ">= 0 (0 freezes the block)"),
     case("posterior-negative-dynamics-cov", lambda c: bk.posteriors.ekf(c.model.apply, dynamics_cov=-0.1), ValueError,
          "dynamics_cov", ">= 0"),
     # lofi's rank=0 is the diagonal VD-EKF by design (seed 000 App. A.4); a negative rank is an error

@@ -242,6 +242,24 @@ def test_neural_linear_divergence_ratio_is_checked():
     assert bk.posteriors.neural_linear(selected, divergence_ratio=10).hyper["divergence_ratio"] == 10.0
 
 
+@pytest.mark.parametrize("n, warns", [(7, False), (8, True)])
+def test_neural_linear_diagnostics_counts_discarded_retrainings(n, warns):
+    """The ``diagnostics`` hook reports ``[rejected, retrainings]`` of one state, and a warning only from 4
+    retrainings on when more than half were discarded; ``discarded_retrainings`` gives the same counts."""
+    ctx, onehot, ys = _stream(n)
+    post = bk.posteriors.neural_linear(selected, train_every=2, n_train_steps=2, buffer_size=8, optimizer=_shove(1e3),
+                                       example_x=(ctx[0], onehot[0]))
+    state = _scan(post, post.init(_params()), ctx, onehot, ys)
+    report = post.diagnostics(state)
+    assert report["discarded_retrainings"] == [n // 2, n // 2]
+    assert ("warning" in report) == warns
+    if warns:
+        assert f"discarded in most retrainings ({n // 2} of {n // 2})" in report["warning"]
+    from banditkit.posteriors.neural_linear import discarded_retrainings
+
+    assert [int(c) for c in discarded_retrainings(post, state)] == report["discarded_retrainings"]
+
+
 def test_neural_linear_vmaps_over_seeds_with_retraining():
     params = _params()
     ctx, onehot, ys = _stream(12)

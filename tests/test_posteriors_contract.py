@@ -325,7 +325,8 @@ def test_subspace_from_sgd_random_basis_keeps_the_fit_and_draws_the_basis():
 
 def test_subspace_basis_rows_is_the_same_filter_as_basis():
     """``basis_rows=Aᵀ (d, P)`` (the layout the filter computes with, and the agent's) and ``basis=A (P, d)`` give
-    the same filter, from NumPy or JAX input, traced (scan, jit) or not; giving both, or neither, is an error."""
+    the same filter, from NumPy or JAX input, traced (scan, jit) or not; giving both is an error (neither: a learned
+    subspace, tests/test_posterior_contract_pure.py)."""
     model, apply_fn = _model(2)
     params = _template(2)
     theta0 = jax.flatten_util.ravel_pytree(params)[0]
@@ -348,7 +349,9 @@ def test_subspace_basis_rows_is_the_same_filter_as_basis():
     with pytest.raises(ValueError, match="not both"):
         P_.subspace_ekf(apply_fn, basis=basis, basis_rows=basis.T)
     with pytest.raises(ValueError, match="basis_rows"):
-        P_.subspace_ekf(apply_fn)
+        P_.subspace_ekf(apply_fn, basis_rows=basis[:, 0])  # not a matrix
+    with pytest.raises(ValueError, match="dim=3 but the basis has d=4"):
+        P_.subspace_ekf(apply_fn, basis=basis, dim=3)
     with pytest.raises(ValueError, match=r"\(d, P\)"):
         P_.subspace_ekf(apply_fn, basis_rows=basis).init(params)  # (P, d) given as rows
 
@@ -385,7 +388,9 @@ def test_bad_inputs_raise_clear_errors():
     with pytest.raises(ValueError, match="link"):
         P_.kalman_last_layer(apply_fn, link="probit")
     with pytest.raises(ValueError, match="basis"):
-        P_.subspace_ekf(apply_fn, basis=None)
+        P_.subspace_ekf(apply_fn, basis=jnp.ones(5))  # not (P, d); no basis at all is allowed
+    with pytest.raises(ValueError, match="dim"):
+        P_.subspace_ekf(apply_fn, basis=jnp.eye(5)[:, :2], dim=3)
     post = P_.subspace_ekf(apply_fn, basis=jnp.eye(5))
     with pytest.raises(ValueError, match="rows"):
         post.init(_template(2))

@@ -12,7 +12,7 @@ import pytest
 import banditkit as bk
 from banditkit.likelihoods import Categorical, Gaussian
 from banditkit.models.nets import MLP
-from banditkit.posteriors.lofi import _apply_f, _cov_root
+from banditkit.posteriors.dlr import apply_f, cov_root
 
 # ---------------------------------------------------------------------------------------------------------------
 # linear-Gaussian model y = W x + b + noise (C = 2 outputs, P = 8 parameters) and its closed-form Kalman filter
@@ -164,8 +164,8 @@ def test_predict_step_applies_forgetting_and_dynamics(x64):
 def gram_blocks(request, monkeypatch):
     """``True``: ``linalg.weighted_gram`` takes its blocked path (blocks of 2 rows) even for these tiny ``P``."""
     if request.param:
-        monkeypatch.setattr(bk.linalg, "GRAM_BLOCK", 2)
-        monkeypatch.setattr(bk.linalg, "GRAM_MIN_SIZE", 0)
+        monkeypatch.setattr(bk.posteriors.linalg, "GRAM_BLOCK", 2)
+        monkeypatch.setattr(bk.posteriors.linalg, "GRAM_MIN_SIZE", 0)
     return request.param
 
 
@@ -236,8 +236,8 @@ def test_sampler_covariance_is_the_dlr_inverse(x64, gram_blocks):
     prec = np.diag(state.prec_diag) + np.asarray(state.prec_lr @ state.prec_lr.T)
     cov = np.linalg.inv(prec)
     # exact: the sampling matrix Υ^{-1/2} F has (Υ^{-1/2} F)(Υ^{-1/2} F)ᵀ = Σ
-    root = _cov_root(state.prec_diag, state.prec_lr)
-    m = np.asarray(root.isd[:, None] * _apply_f(root, jnp.eye(8, dtype=jnp.float64)))
+    root = cov_root(state.prec_diag, state.prec_lr)
+    m = np.asarray(root.isd[:, None] * apply_f(root, jnp.eye(8, dtype=jnp.float64)))
     np.testing.assert_allclose(m @ m.T, cov, rtol=1e-9, atol=1e-12)
     # Monte Carlo through the public sample()
     draws = jax.jit(jax.vmap(lambda k: jax.flatten_util.ravel_pytree(post.sample(k, state))[0]))(

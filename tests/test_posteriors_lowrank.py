@@ -311,7 +311,7 @@ def test_categorical_ten_classes_finite():
         lrkf(model.apply, Categorical(), rank=5),
     ]:
         state = jax.lax.scan(lambda s, xy, p=post: (p.update(p.predict(s), *xy), None), post.init(params), (xs, ys))[0]
-        assert all(bool(jnp.all(jnp.isfinite(v))) for v in state), post.name
+        assert all(bool(jnp.all(jnp.isfinite(v))) for v in jax.tree_util.tree_leaves(state)), post.name
         m, c = jax.jit(post.predictive)(state, jnp.ones(5))
         assert m.shape == (10,) and c.shape == (10, 10) and bool(jnp.all(jnp.isfinite(c)))
         np.testing.assert_allclose(float(jnp.sum(m)), 1.0, rtol=1e-5)
@@ -375,7 +375,7 @@ def test_million_parameter_mlp_one_step():
     state = post.init(params)
     assert state.cov_hidden.shape == (10, 1_012_000) and state.cov_last.shape == (1001, 1001)
     state = jax.jit(lambda s, x, y: post.update(post.predict(s), x, y))(state, jnp.ones(10), jnp.ones(1))
-    assert all(bool(jnp.all(jnp.isfinite(v))) for v in state)
+    assert all(bool(jnp.all(jnp.isfinite(v))) for v in jax.tree_util.tree_leaves(state))
     assert float(jnp.max(jnp.abs(state.mean_hidden - ParamSpace(params, "head").split(params)[0]))) > 0
 
 
@@ -391,13 +391,60 @@ def test_bad_input_is_rejected():
         lolofi(model.apply, rank_last=None)
     with pytest.raises(ValueError, match="last_layer"):
         hilofi(model.apply, last_layer="nope").init(params)
+    with pytest.raises(ValueError, match="init_cov"):
+        lrkf(model.apply, init_cov=-1.0)
+    with pytest.raises(ValueError, match="rank_last"):
+        hilofi(model.apply, rank_last=0)
     post = lrkf(model.apply, rank=2)
-    state = lrkf(model.apply, rank=2).init(params)
-    with pytest.raises(RuntimeError, match="init"):
-        post.update(state, jnp.ones(5), 1.0)  # this instance never saw init
     state = post.init(params)
     with pytest.raises(ValueError, match="shape"):
         post.update(state, jnp.ones(5), jnp.ones(3))
+
+
+def _tanh_net(p, x):
+    """One hidden layer of any width: the same ``apply_fn`` for models of different sizes."""
+    return jnp.tanh(x @ p["body"]["w"]) @ p["head"]["w"] + p["head"]["b"]
+
+
+def _tanh_params(width, seed=0):
+    rng = np.random.default_rng(seed)
+    return {"body": {"w": jnp.asarray(rng.normal(size=(5, width)), jnp.float32)},
+            "head": {"w": jnp.asarray(rng.normal(size=(width, 1)), jnp.float32), "b": jnp.zeros(1)}}
+
+
+@pytest.mark.parametrize("make", [
+    lambda: hilofi(_tanh_net, rank=2, dynamics_cov=0.01), lambda: lolofi(_tanh_net, rank=2, rank_last=3),
+    lambda: hilofi(_tanh_net, rank=2, arms=1), lambda: lrkf(_tanh_net, rank=2, dynamics_cov=0.01),
+])
+def test_layout_lives_in_the_state(make):
+    """One backend on two models in turn, and a state filtered by a fresh backend that never ran ``init``."""
+    post, x, y = make(), jnp.ones(5), jnp.ones(1)
+    models = [(_tanh_params(3), None), (_tanh_params(6), None)]
+    models = [(p, post.init(p)) for p, _ in models]  # both inits first: nothing is kept from the first one
+    for params, state in models:
+        state = post.update(post.predict(state), x, y)
+        for tree in (post.mean(state), post.sample(jax.random.PRNGKey(1), state)):
+            assert jax.tree_util.tree_structure(tree) == jax.tree_util.tree_structure(params)
+            assert [v.shape for v in jax.tree_util.tree_leaves(tree)] == \
+                [v.shape for v in jax.tree_util.tree_leaves(params)]
+        fresh = make()
+        for u, v in zip(post.predictive(state, x), fresh.predictive(state, x), strict=True):
+            np.testing.assert_array_equal(u, v)
+        for u, v in zip(*(jax.tree_util.tree_leaves(p.update(state, x, y)) for p in (post, fresh)), strict=True):
+            np.testing.assert_array_equal(u, v)
+
+
+def test_zero_prior_variance_freezes_the_block():
+    """``init_cov = 0`` is a point-mass prior (a covariance factor of zeros), accepted by every low-rank backend."""
+    model, params = _mlp()
+    state = hilofi(model.apply, rank=2, init_cov_hidden=0.0).init(params)
+    post = hilofi(model.apply, rank=2, init_cov_hidden=0.0)
+    new = post.update(state, jnp.ones(5), jnp.ones(1))
+    np.testing.assert_array_equal(new.mean_hidden, state.mean_hidden)
+    assert float(jnp.max(jnp.abs(new.mean_last - state.mean_last))) > 0
+    post = lrkf(model.apply, rank=2, init_cov=0.0)
+    state = post.init(params)
+    np.testing.assert_array_equal(post.update(state, jnp.ones(5), jnp.ones(1)).mean, state.mean)
 
 
 def test_registry_names():

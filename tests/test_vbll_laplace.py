@@ -84,6 +84,12 @@ def test_laplace_covariance_is_ggn_posterior_of_the_buffer(x64):
     phi0 = np.concatenate([[1.0], np.asarray(model.apply(params, xs[0], return_features=True))])
     np.testing.assert_allclose(v[0, 0], phi0 @ want @ phi0 + r, rtol=1e-10)
     np.testing.assert_allclose(m, model.apply(params, xs[0]), rtol=1e-12)
+    # Thompson draws: the last layer ~ N(ℓ*, Σ_ℓ) (the draw factor's L Lᵀ = Σ_ℓ), the hidden layers at θ*
+    space = bk.posteriors.base.ParamSpace(params, "head")
+    draws = jax.vmap(lambda k: space.split(post.sample(k, s))[1])(jax.random.split(jax.random.PRNGKey(3), 20000))
+    np.testing.assert_allclose(np.cov(np.asarray(draws).T), want, atol=0.03 * np.max(np.abs(want)))
+    np.testing.assert_allclose(np.mean(np.asarray(draws), axis=0), space.split(params)[1],
+                               atol=4 * np.sqrt(np.max(np.diag(want)) / 20000))  # 4 standard errors
 
 
 def test_laplace_classification_runs():

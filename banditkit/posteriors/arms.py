@@ -1,4 +1,5 @@
-"""The arm-block structure of a ``K``-output head observed one arm at a time (``arms=K`` of ``linear`` and ``hilofi``).
+"""The arm-block structure of a ``K``-output head observed one arm at a time (``arms=K`` of ``linear``, ``hilofi``,
+``kalman_last_layer``).
 
 A ``K``-output ``Dense`` head has leaves whose last axis is ``K`` (kernel ``(D, K)``, bias ``(K,)``), and output ``k``
 depends only on slice ``[..., k]`` of every leaf: the head's parameters split into ``K`` blocks ``θ_k (P_k,)``,
@@ -7,12 +8,16 @@ block ``a``, so a Gaussian posterior over the head that starts block-diagonal st
 Kalman update and isotropic time update: the ``K`` diagonal blocks are all there is to keep (``K P_k²`` numbers
 instead of ``K² P_k²``, and an update touches one block).
 
-:func:`arm_blocks` maps the flat parameter vector (``ravel_pytree`` order, or the last-layer vector of
-:meth:`banditkit.posteriors.base.ParamSpace.split`) to the blocks (:class:`ArmIndex` holds it for a factory, like
-``SpaceCell``); :func:`observed_block` finds the block a Jacobian row touches.
+:func:`arm_index` gives the ``(K, P_k)`` index of the blocks in a :class:`~banditkit.posteriors.base.ParamSpace`'s
+flat vector (ravel order, or the last-layer vector of :meth:`ParamSpace.split`): a static numpy array derived from
+the layout a backend keeps in its state, cached per ``(space, arms)``, so nothing is stored in the factory.
+:func:`arm_blocks` is the same index for a parameter pytree; :func:`observed_block` finds the block a Jacobian row
+touches.
 """
 
 from __future__ import annotations
+
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -29,6 +34,27 @@ def check_arms(arms, who: str) -> None:
         raise ValueError(f"{who}: arms must be a positive int (the number of arms) or None, got {arms!r}")
 
 
+def _index(shapes, paths, arms: int, who: str) -> np.ndarray:
+    """``(K, P_k)`` flat indices over the leaves ``shapes`` (named ``paths``), concatenated in order."""
+    check_arms(arms, who)
+    blocks, offset = [], 0
+    for shape, path in zip(shapes, paths, strict=True):
+        if not shape or shape[-1] != arms:
+            raise ValueError(
+                f"{who}(arms={arms}): parameter {path} has shape {shape}, but every parameter of the per-arm block "
+                f"must have last axis {arms} (one slice per arm, as in a {arms}-output Dense head: kernel "
+                f"(D, {arms}), bias ({arms},)); use arms=None for one joint block"
+            )
+        n = int(np.prod(shape))
+        blocks.append(offset + np.arange(n).reshape(-1, arms).T)  # (K, n / K): element (..., k) -> arm k
+        offset += n
+    if not blocks:
+        raise ValueError(f"{who}(arms={arms}): the per-arm block has no parameters")
+    index = np.concatenate(blocks, axis=1).astype(np.int32)
+    index.flags.writeable = False
+    return index
+
+
 def arm_blocks(params, arms: int, *, keep=None, who: str = "linear") -> np.ndarray:
     """``(K, P_k)`` flat indices of each arm's parameters.
 
@@ -41,63 +67,41 @@ def arm_blocks(params, arms: int, *, keep=None, who: str = "linear") -> np.ndarr
 
     Raises ``ValueError`` naming the first kept leaf that does not fit.
     """
-    check_arms(arms, who)
     leaves, _ = jax.tree_util.tree_flatten_with_path(params)
     keep = [True] * len(leaves) if keep is None else list(keep)
-    blocks, offset = [], 0
-    for (path, leaf), kept in zip(leaves, keep, strict=True):
-        if not kept:
-            continue
-        shape = tuple(np.shape(leaf))
-        if not shape or shape[-1] != arms:
-            raise ValueError(
-                f"{who}(arms={arms}): parameter {jax.tree_util.keystr(path)} has shape {shape}, but every parameter "
-                f"of the per-arm block must have last axis {arms} (one slice per arm, as in a {arms}-output Dense "
-                f"head: kernel (D, {arms}), bias ({arms},)); use arms=None for one joint block"
-            )
-        n = int(np.prod(shape))
-        blocks.append(offset + np.arange(n).reshape(-1, arms).T)  # (K, n / K): element (..., k) -> arm k
-        offset += n
-    if not blocks:
-        raise ValueError(f"{who}(arms={arms}): the per-arm block has no parameters")
-    return np.concatenate(blocks, axis=1).astype(np.int32)
+    kept = [(tuple(np.shape(leaf)), jax.tree_util.keystr(path))
+            for (path, leaf), k in zip(leaves, keep, strict=True) if k]
+    return _index([s for s, _ in kept], [p for _, p in kept], arms, who)
 
 
-class ArmIndex:
-    """The ``(K, P_k)`` arm-block index a factory's ``init`` discovers from the parameters (cf. ``SpaceCell``)."""
+@functools.lru_cache(maxsize=256)
+def arm_index(space, arms: int, who: str = "linear", last: bool = False) -> np.ndarray:
+    """``(K, P_k)`` arm blocks of a :class:`~banditkit.posteriors.base.ParamSpace`: indices into its ravel vector
+    ``(P,)``, or with ``last=True`` into its last-layer vector ``ℓ (D_ℓ,)``.
 
-    def __init__(self, arms: int, who: str):
-        check_arms(arms, who)
-        self.arms, self.who = arms, who
-        self._index: np.ndarray | None = None
+    Static (a read-only numpy array read from the layout's shapes and paths), so a backend calls it at trace time on
+    the ``space`` of the state it is given; cached per ``(space, arms, who, last)``.  ``ValueError`` as
+    :func:`arm_blocks` for a leaf without last axis ``K``.
+    """
+    kept = [(s, p) for s, p, is_last in zip(space.shapes, space.paths, space.is_last, strict=True)
+            if is_last or not last]
+    return _index([s for s, _ in kept], [p for _, p in kept], arms, who)
 
-    def set(self, params, keep=None) -> np.ndarray:
-        """Compute and keep :func:`arm_blocks` of ``params`` (``keep``: the leaves of the per-arm block)."""
-        self._index = arm_blocks(params, self.arms, keep=keep, who=self.who)
-        return self._index
 
-    def eye(self, size: int, dtype) -> Array:
-        """``K`` identity blocks ``(K, P_k, P_k)`` for a per-arm vector of ``size = K·P_k`` entries (a prior's root)."""
-        pk = size // self.arms
-        return jnp.broadcast_to(jnp.eye(pk, dtype=dtype), (self.arms, pk, pk))
+def eye_blocks(arms: int, size: int, dtype) -> Array:
+    """``K`` identity blocks ``(K, P_k, P_k)`` for a per-arm vector of ``size = K·P_k`` entries (a prior's root)."""
+    pk = size // arms
+    return jnp.broadcast_to(jnp.eye(pk, dtype=dtype), (arms, pk, pk))
 
-    def check_one_output(self, outputs: int) -> None:
-        """``ValueError`` unless an observation has one output (the agent's selected output ``f(x)·e_a``)."""
-        if outputs != 1:
-            raise ValueError(
-                f"{self.who}(arms={self.arms}) observes one arm at a time: the model must return one output per "
-                f"observation (the agent's selected-output model f(x)·e_a), got {outputs}; use arms=None for one "
-                f"joint block over several outputs"
-            )
 
-    @property
-    def index(self) -> np.ndarray:
-        if self._index is None:
-            raise RuntimeError(
-                f"this {self.who} posterior has not seen the model's parameters yet: call post.init(params) once "
-                "before update/predictive/sample (after loading a saved state, init on template parameters first)."
-            )
-        return self._index
+def check_one_output(outputs: int, arms: int, who: str) -> None:
+    """``ValueError`` unless an observation has one output (the agent's selected output ``f(x)·e_a``)."""
+    if outputs != 1:
+        raise ValueError(
+            f"{who}(arms={arms}) observes one arm at a time: the model must return one output per observation (the "
+            f"agent's selected-output model f(x)·e_a), got {outputs}; use arms=None for one joint block over several "
+            f"outputs"
+        )
 
 
 def observed_block(row: Array, index: np.ndarray) -> tuple[Array, Array, Array, Array]:

@@ -23,6 +23,7 @@ linearisation point) and :func:`as_obs`.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
@@ -183,11 +184,11 @@ class ParamSpace:
 
     def unravel(self, theta: Array) -> PyTree:
         """Pytree from ``θ (P,)``, each leaf in its own dtype (inverse of :meth:`ravel`)."""
-        leaves, i = [], 0
-        for shape, dtype in zip(self.shapes, self.dtypes, strict=True):
-            n = math.prod(shape)
-            leaves.append(theta[i : i + n].reshape(shape).astype(dtype))
-            i += n
+        sizes = [math.prod(shape) for shape in self.shapes]
+        cuts = list(itertools.accumulate(sizes))[:-1]
+        parts = jnp.split(theta, cuts) if sizes else []
+        leaves = [v.reshape(shape).astype(dtype)
+                  for v, shape, dtype in zip(parts, self.shapes, self.dtypes, strict=True)]
         return jax.tree_util.tree_unflatten(self.treedef, leaves)
 
     # hidden / last split -----------------------------------------------------------------------------
@@ -254,67 +255,51 @@ def check_common_hyper(
 
 
 def linearize(
-    obs_fn: Callable[[Array], Array], theta: Array, likelihood: Likelihood
+    obs_fn: Callable[[Any], Array], theta: Any, likelihood: Likelihood
 ) -> tuple[Array, Array, Array]:
     """Linearise the observation model at ``θ``.
 
     Args:
-      obs_fn: ``θ (P,) -> f (C,)``, the model output (before the likelihood's link).
-      theta: linearisation point.
+      obs_fn: ``θ -> f (C,)``, the model output (before the likelihood's link).
+      theta: linearisation point: a flat vector ``(P,)``, or the parameter *pytree* itself (then ``obs_fn`` takes the
+        pytree, e.g. ``lambda p: apply_fn(p, x)``, and ``J``'s columns are its leaves' entries in ravel order).
       likelihood: maps the output to the observation mean ``m(f)`` and covariance ``R(f)``.
 
     Returns:
       ``(ŷ (C,), J (C, P), R (C, C))`` with ``ŷ = m(f(θ))``, ``J = ∂m(f(θ))/∂θ`` (reverse mode: one
       backward pass per output) and ``R = R(f(θ))``.
+
+    Pass the pytree when you have it (``space.unravel(μ)``, not ``μ`` with the unravel inside ``obs_fn``): the
+    Jacobian is then taken leaf by leaf and concatenated once, where differentiating a flat vector sliced inside the
+    model transposes every slice into a ``pad`` to ``P`` entries and sums them (``L`` leaves: ``L`` passes over
+    ``(C, P)``).  The numbers are the same.
     """
 
     def mean_and_aux(t):
         f = jnp.atleast_1d(obs_fn(t))
-        m = likelihood.mean(f)
-        return m, f
+        return likelihood.mean(f), f
 
     jac, f = jax.jacrev(mean_and_aux, has_aux=True)(theta)
-    yhat = likelihood.mean(f)
-    return yhat, jac, likelihood.cov(f)
+    c = f.shape[0]
+    jac = jnp.concatenate([jnp.reshape(j, (c, -1)) for j in jax.tree_util.tree_leaves(jac)], axis=1)
+    return likelihood.mean(f), jac, likelihood.cov(f)
 
 
 def linearize_blocks(
-    obs_fn: Callable[[Array, Array], Array], h: Array, ell: Array, likelihood: Likelihood
+    obs_fn: Callable[[Any, Any], Array], h: Any, ell: Any, likelihood: Likelihood
 ) -> tuple[Array, Array, Array, Array]:
-    """Like :func:`linearize` for a two-block parameter ``(h, ℓ)``.
+    """Like :func:`linearize` for a two-block parameter ``(h, ℓ)``: ``obs_fn(h, ℓ) -> f (C,)``.
+
+    ``h`` and ``ℓ`` are flat vectors ``(D_h,)``, ``(D_ℓ,)`` or pytrees (e.g. the lists of hidden and last-layer
+    leaves of a :class:`ParamSpace`, for the same leaf-wise Jacobian as :func:`linearize` on a pytree).
 
     Returns ``(ŷ (C,), H̃ (C, D_h), L̃ (C, D_ℓ), R (C, C))``.
     """
-
     def mean_and_aux(hh, ll):
         f = jnp.atleast_1d(obs_fn(hh, ll))
         return likelihood.mean(f), f
 
-    (jh, jl), f = jax.jacrev(mean_and_aux, argnums=(0, 1), has_aux=True)(h, ell)
+    jacs, f = jax.jacrev(mean_and_aux, argnums=(0, 1), has_aux=True)(h, ell)
+    c = f.shape[0]
+    jh, jl = (jnp.concatenate([jnp.reshape(j, (c, -1)) for j in jax.tree_util.tree_leaves(b)], axis=1) for b in jacs)
     return likelihood.mean(f), jh, jl, likelihood.cov(f)
-
-
-class SpaceCell:
-    """Holds the :class:`ParamSpace` a factory's ``init`` discovers from the parameter pytree.
-
-    Backends are created from ``apply_fn`` alone; the parameter structure is known only when ``init(params)``
-    is called.  The functions other than ``init`` read it from here, and raise a clear error if ``init`` was
-    never called (e.g. a state restored from disk into a fresh backend: call ``init`` on a template first).
-    """
-
-    def __init__(self, last_layer: str | None = None):
-        self.last_layer = last_layer
-        self._space: ParamSpace | None = None
-
-    def set(self, params: PyTree) -> ParamSpace:
-        self._space = ParamSpace(params, self.last_layer)
-        return self._space
-
-    @property
-    def space(self) -> ParamSpace:
-        if self._space is None:
-            raise RuntimeError(
-                "this posterior has not seen the model's parameters yet: call post.init(params) once before "
-                "update/predictive/sample/mean (after loading a saved state, init on template parameters first)."
-            )
-        return self._space

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 from banditkit import rng
 from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors import linalg
-from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, check_common_hyper, linearize
+from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, as_obs, check_common_hyper, linearize
 
 Array = jax.Array
 
@@ -41,6 +41,7 @@ _METHODS = ("variational", "decoupled")
 class DiagEKFState(NamedTuple):
     mean: Array  # (P,)
     prec: Array  # (P,) diagonal of the posterior precision, > 0
+    space: ParamSpace  # the parameter layout (static: no leaves)
 
 
 def diag_ekf(
@@ -65,26 +66,25 @@ def diag_ekf(
     check_common_hyper("diag_ekf", init_cov=init_cov, dynamics_cov=dynamics_cov, forgetting=forgetting)
     if method not in _METHODS:
         raise ValueError(f"diag_ekf: method={method!r} is not one of {_METHODS}")
-    cell = SpaceCell()
 
-    def init(params) -> DiagEKFState:
-        mu = cell.set(params).ravel(params)
-        return DiagEKFState(mu, jnp.full_like(mu, 1.0 / jnp.asarray(init_cov, mu.dtype)))
+    def init(params, example_x=None) -> DiagEKFState:
+        space = ParamSpace.of(params)
+        mu = space.ravel(params)
+        return DiagEKFState(mu, jnp.full_like(mu, 1.0 / jnp.asarray(init_cov, mu.dtype)), space)
 
-    def _obs_fn(x):
-        s = cell.space
-        return lambda t: apply_fn(s.unravel(t), x)
+    def _obs_fn(space: ParamSpace, x):
+        return lambda t: apply_fn(space.unravel(t), x)
 
     def predict(state: DiagEKFState) -> DiagEKFState:
         dt = state.mean.dtype
         g = jnp.asarray(forgetting, dt)
         q = jnp.asarray(dynamics_cov, dt)
-        return DiagEKFState(g * state.mean, 1.0 / (g**2 / state.prec + q))
+        return state._replace(mean=g * state.mean, prec=1.0 / (g**2 / state.prec + q))
 
     def update(state: DiagEKFState, x, y) -> DiagEKFState:
-        mu, prec = state
+        mu, prec = state.mean, state.prec
         y = as_obs(y, mu.dtype)
-        yhat, j, r = linearize(_obs_fn(x), mu, likelihood)
+        yhat, j, r = linearize(_obs_fn(state.space, x), mu, likelihood)
         var = 1.0 / prec
         jv = j * var[None, :]  # (C, P) = J diag(1/υ)
         s = linalg.symmetrize(jv @ j.T + r)
@@ -98,18 +98,18 @@ def diag_ekf(
             new_var = var - var**2 * jnp.sum(j * sinv_j, axis=0)
             floor = jnp.finfo(mu.dtype).eps * var
             prec = 1.0 / jnp.maximum(new_var, floor)
-        return DiagEKFState(mu, prec)
+        return state._replace(mean=mu, prec=prec)
 
     def predictive(state: DiagEKFState, x) -> tuple[Array, Array]:
-        yhat, j, r = linearize(_obs_fn(x), state.mean, likelihood)
+        yhat, j, r = linearize(_obs_fn(state.space, x), state.mean, likelihood)
         return yhat, linalg.symmetrize((j / state.prec[None, :]) @ j.T + r)
 
     def sample(key: Array, state: DiagEKFState):
         z = rng.normal(key, state.mean.shape, state.mean.dtype)
-        return cell.space.unravel(state.mean + z / jnp.sqrt(state.prec))
+        return state.space.unravel(state.mean + z / jnp.sqrt(state.prec))
 
     def mean(state: DiagEKFState):
-        return cell.space.unravel(state.mean)
+        return state.space.unravel(state.mean)
 
     hyper = dict(init_cov=init_cov, dynamics_cov=dynamics_cov, forgetting=forgetting, method=method)
     return Posterior(init, predict, update, predictive, sample, mean, name="diag_ekf", hyper=hyper)

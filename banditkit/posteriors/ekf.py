@@ -25,7 +25,7 @@ import jax.numpy as jnp
 from banditkit import rng
 from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors import linalg
-from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, check_common_hyper, linearize
+from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, as_obs, check_common_hyper, linearize
 
 Array = jax.Array
 
@@ -33,6 +33,7 @@ Array = jax.Array
 class EKFState(NamedTuple):
     mean: Array  # (P,)
     cov: Array  # (P, P)
+    space: ParamSpace  # the parameter layout (static: no leaves)
 
 
 def ekf(
@@ -48,49 +49,50 @@ def ekf(
     Args:
       apply_fn: ``apply_fn(params, x) -> (C,)`` for one unbatched input.
       likelihood: observation model (``Gaussian``, ``Bernoulli`` or ``Categorical``).
-      init_cov: prior variance of every parameter (``Σ_0 = init_cov · I``).
+      init_cov: prior variance of every parameter (``Σ_0 = init_cov · I``; ``0`` is a point mass that freezes
+        the parameters).
       dynamics_cov: ``q``, random-walk variance added per ``predict``.
       forgetting: ``γ``, the mean shrinks as ``θ ← γθ`` per ``predict`` (and ``Σ ← γ²Σ``).
     """
-    check_common_hyper("ekf", init_cov=init_cov, dynamics_cov=dynamics_cov, forgetting=forgetting)
-    cell = SpaceCell()
+    check_common_hyper("ekf", init_cov=init_cov, dynamics_cov=dynamics_cov, forgetting=forgetting, zero_prior=True)
     hyper_dyn = (forgetting, dynamics_cov)
     static = all(isinstance(v, int | float) for v in hyper_dyn) and hyper_dyn == (1, 0)
 
-    def init(params) -> EKFState:
-        mu = cell.set(params).ravel(params)
-        return EKFState(mu, jnp.asarray(init_cov, mu.dtype) * jnp.eye(mu.size, dtype=mu.dtype))
+    def init(params, example_x=None) -> EKFState:
+        space = ParamSpace.of(params)
+        mu = space.ravel(params)
+        return EKFState(mu, jnp.asarray(init_cov, mu.dtype) * jnp.eye(mu.size, dtype=mu.dtype), space)
 
-    def _obs_fn(x):
-        s = cell.space
-        return lambda t: apply_fn(s.unravel(t), x)
+    def _obs_fn(space: ParamSpace, x):
+        return lambda t: apply_fn(space.unravel(t), x)
 
     def predict(state: EKFState) -> EKFState:
         if static:  # γ = 1, q = 0: skip a pass over the P × P covariance
             return state
         g = jnp.asarray(forgetting, state.mean.dtype)
         q = jnp.asarray(dynamics_cov, state.mean.dtype)
-        return EKFState(g * state.mean, g**2 * state.cov + q * jnp.eye(state.mean.size, dtype=state.mean.dtype))
+        cov = g**2 * state.cov + q * jnp.eye(state.mean.size, dtype=state.mean.dtype)
+        return state._replace(mean=g * state.mean, cov=cov)
 
     def update(state: EKFState, x: Array, y: Array) -> EKFState:
-        mu, sigma = state
+        mu, sigma = state.mean, state.cov
         y = as_obs(y, mu.dtype)
-        yhat, j, r = linearize(_obs_fn(x), mu, likelihood)
+        yhat, j, r = linearize(_obs_fn(state.space, x), mu, likelihood)
         sj = sigma @ j.T  # (P, C)
         s = j @ sj + r
         mu, sigma = linalg.dense_block_update(mu, sigma, sj, s, jnp.zeros_like(s), y - yhat)
-        return EKFState(mu, sigma)
+        return state._replace(mean=mu, cov=sigma)
 
     def predictive(state: EKFState, x: Array) -> tuple[Array, Array]:
-        yhat, j, r = linearize(_obs_fn(x), state.mean, likelihood)
+        yhat, j, r = linearize(_obs_fn(state.space, x), state.mean, likelihood)
         return yhat, linalg.symmetrize(j @ state.cov @ j.T + r)
 
     def sample(key: Array, state: EKFState):
         z = rng.normal(key, state.mean.shape, state.mean.dtype)
-        return cell.space.unravel(state.mean + linalg.sample_factor(state.cov) @ z)
+        return state.space.unravel(state.mean + linalg.sample_factor(state.cov) @ z)
 
     def mean(state: EKFState):
-        return cell.space.unravel(state.mean)
+        return state.space.unravel(state.mean)
 
     hyper = dict(init_cov=init_cov, dynamics_cov=dynamics_cov, forgetting=forgetting)
     return Posterior(init, predict, update, predictive, sample, mean, name="ekf", hyper=hyper)

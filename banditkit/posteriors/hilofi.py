@@ -12,7 +12,8 @@ Parameters are split by path into a hidden block ``h (D_h,)`` and a last-layer b
   ``cov_last = Σ_ℓ (D_ℓ, D_ℓ)`` itself.  LoLoFi (``rank_last=d_ℓ``): ``cov_last = C_ℓ
   (d_ℓ, D_ℓ)`` with ``Σ_ℓ = C_ℓᵀC_ℓ + q̄_ℓ I`` and ``gram_last (d_ℓ,)``, handled exactly like the hidden block;
 * ``q_hidden``, ``q_last``: the isotropic variance ``q̄`` not yet folded into a factor (added by ``predict``,
-  consumed by ``update``).
+  consumed by ``update``);
+* ``space``: the parameter layout (:class:`~banditkit.posteriors.base.ParamSpace`, static: no leaves).
 
 Model: ``θ_t = γ θ_{t−1} + u_t`` with ``u ~ N(0, diag(q_h I, q_ℓ I))``; ``y ~ N(m(f(θ, x)), R)``, linearised at
 the mean.
@@ -66,21 +67,26 @@ random ``d``-dimensional subspace (not the coordinate init ``[I | 0]``, which fr
 when ``q_h = 0``; digest erratum 14.2.3).  ``U_0 = √init_cov_last · I``.  Ranks above the block size are clipped
 to it (``rank ≥ D_h`` gives the exact block-diagonal filter).  ``R`` must be positive definite where ``S``
 would otherwise be singular.
+
+Structure: the two blocks are :mod:`banditkit.posteriors.covblocks` strategies chosen once by the factory — the hidden
+block :func:`~banditkit.posteriors.covblocks.lowrank`, the last block ``lowrank`` (LoLoFi), ``full(sqrt_form)`` /
+``full(dense_form)`` (HiLoFi) or ``per_arm(...)`` of either (``arms=K``) — over one leaf-wise linearisation
+(:func:`banditkit.posteriors.base.linearize_blocks`).  The layout (:class:`~banditkit.posteriors.base.ParamSpace`)
+lives in the state's ``space`` field, so a backend serves any model and any loaded state.
 """
+
 
 from __future__ import annotations
 
-from functools import partial
 from typing import NamedTuple
 
 import jax
-import jax.numpy as jnp
 
-from banditkit import rng
 from banditkit.likelihoods import Gaussian, Likelihood
-from banditkit.posteriors import linalg
-from banditkit.posteriors.arms import ArmIndex, observed_block, sample_blocks, scatter_blocks
-from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs
+from banditkit.posteriors import covblocks, linalg
+from banditkit.posteriors.arms import check_arms
+from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, as_obs, check_common_hyper, linearize_blocks
+from banditkit.posteriors.covblocks import BlockState
 
 Array = jax.Array
 
@@ -90,73 +96,37 @@ class HiLoFiState(NamedTuple):
     mean_last: Array  # (D_ℓ,)
     cov_hidden: Array  # C (d, D_h), orthogonal rows
     gram_hidden: Array  # diag(C Cᵀ) (d,)
-    cov_last: Array  # HiLoFi: U (D_ℓ, D_ℓ), or (K, P_k, P_k) blocks with arms=K; LoLoFi: C_ℓ (d_ℓ, D_ℓ)
+    cov_last: Array  # HiLoFi: U or Σ_ℓ (D_ℓ, D_ℓ), or (K, P_k, P_k) blocks with arms=K; LoLoFi: C_ℓ (d_ℓ, D_ℓ)
     gram_last: Array  # LoLoFi: diag(C_ℓ C_ℓᵀ) (d_ℓ,); HiLoFi: (0,)
     q_hidden: Array  # () pending isotropic variance of the hidden block
-    q_last: Array  # () pending isotropic variance of the last block (LoLoFi only; 0 for HiLoFi)
+    q_last: Array  # () pending isotropic variance of the last block (LoLoFi, or dynamics_mode="gain"; else 0)
+    space: ParamSpace  # the parameter layout (static: no leaves)
 
 
-def _is_zero(v) -> bool:
-    return isinstance(v, (int, float)) and float(v) == 0.0
+def _hidden(s: HiLoFiState) -> BlockState:
+    return BlockState(s.mean_hidden, s.cov_hidden, s.gram_hidden, s.q_hidden)
 
 
-def _check(name: str, value, *, positive: bool = False) -> None:
-    if isinstance(value, (int, float)):
-        if positive and not value > 0:
-            raise ValueError(f"{name} must be > 0, got {value!r}")
-        if not positive and not value >= 0:
-            raise ValueError(f"{name} must be >= 0 (it is a variance), got {value!r}")
+def _last(s: HiLoFiState) -> BlockState:
+    return BlockState(s.mean_last, s.cov_last, s.gram_last, s.q_last)
 
 
-def check_dynamics_mode(name: str, mode) -> bool:
-    """``True`` for ``dynamics_mode="carry"``, ``False`` for ``"gain"``; anything else is an error."""
-    if mode not in ("carry", "gain"):
-        raise ValueError(f"{name}: dynamics_mode={mode!r} must be 'carry' (the paper's Algorithm 1: q stays in the "
-                         "covariance) or 'gain' (the reference code: q enters each step's gain only)")
-    return mode == "carry"
+def _state(h: BlockState, ell: BlockState, space: ParamSpace) -> HiLoFiState:
+    return HiLoFiState(h.mean, ell.mean, h.cov, h.gram, ell.cov, ell.gram, h.q, ell.q, space)
 
 
-def _check_rank(name: str, value, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
+def _leaf_blocks(space: ParamSpace, h: Array, ell: Array) -> tuple[list, list]:
+    """The hidden and the last-layer leaves of ``space.merge(h, ℓ)``, each list in tree order."""
+    leaves = jax.tree_util.tree_leaves(space.merge(h, ell))
+    return ([v for v, last in zip(leaves, space.is_last, strict=True) if not last],
+            [v for v, last in zip(leaves, space.is_last, strict=True) if last])
 
 
-def linearize_tree(apply_fn: ApplyFn, params, x, likelihood: Likelihood, space, split: bool):
-    """``(ŷ, J, R)`` with the Jacobian taken w.r.t. the parameter *pytree* and flattened afterwards.
-
-    Same result as :func:`banditkit.posteriors.base.linearize` / ``linearize_blocks``, but differentiating the
-    pytree (not a flat vector that is sliced inside the model) avoids a chain of ``pad`` + ``add`` over ``P``
-    entries per leaf in the backward pass; the leaves are concatenated once.  ``split=True`` returns
-    ``(ŷ, H̃ (C, D_h), L̃ (C, D_ℓ), R)`` in :meth:`ParamSpace.split` order, else ``(ŷ, J (C, P), R)`` in ravel order.
-    """
-
-    def mean_and_aux(p):
-        f = jnp.atleast_1d(apply_fn(p, x))
-        return likelihood.mean(f), f
-
-    jac, f = jax.jacrev(mean_and_aux, has_aux=True)(params)
-    c = f.shape[0]
-    leaves = [jnp.reshape(leaf, (c, -1)) for leaf in jax.tree_util.tree_leaves(jac)]
-    yhat, r = likelihood.mean(f), likelihood.cov(f)
-    if not split:
-        return yhat, jnp.concatenate(leaves, axis=1), r
-    hid = [leaf for leaf, last in zip(leaves, space.is_last, strict=True) if not last]
-    lst = [leaf for leaf, last in zip(leaves, space.is_last, strict=True) if last]
-    return yhat, jnp.concatenate(hid, axis=1), jnp.concatenate(lst, axis=1), r
-
-
-@partial(jax.jit, static_argnums=(1, 2, 4))
-def _lowrank_init(key: Array, rank: int, dim: int, var, dtype) -> tuple[Array, Array]:
-    """``C_0 = √var · Q`` with ``Q (d, dim)`` orthonormal dense random rows; ``gram = var · 1``.
-
-    Jitted once per shape for the whole process (cheaper than the eager QR and friends at every ``init``).
-    """
-    d = min(rank, dim)
-    q = linalg.orthonormal_rows(key, d, dim, dtype)
-    v = jnp.asarray(var, dtype)
-    return jnp.sqrt(v) * q, v * jnp.ones((d,), dtype)
+def _join(space: ParamSpace, hidden: list, last: list):
+    """The parameter pytree from its hidden and last-layer leaves (inverse of :func:`_leaf_blocks`)."""
+    it_h, it_l = iter(hidden), iter(last)
+    leaves = [next(it_l) if is_last else next(it_h) for is_last in space.is_last]
+    return jax.tree_util.tree_unflatten(space.treedef, leaves)
 
 
 def hilofi(
@@ -208,194 +178,68 @@ def hilofi(
         "Dynamics modes" in the module docstring).
       key, seed: PRNG key (or integer seed) for the random orthonormal initial factor(s).
     """
-    _check_rank("rank", rank)
-    _check_rank("rank_last", rank_last, allow_none=True)
+    name = "lolofi" if rank_last is not None else "hilofi"
     q_h = dynamics_cov_hidden if dynamics_cov_hidden is not None else (dynamics_cov or 0.0)
     q_l = dynamics_cov_last if dynamics_cov_last is not None else (dynamics_cov or 0.0)
-    for n, v in [
-        ("init_cov_hidden", init_cov_hidden),
-        ("init_cov_last", init_cov_last),
-        ("dynamics_cov_hidden", q_h),
-        ("dynamics_cov_last", q_l),
-    ]:
-        _check(n, v)
-    _check("forgetting", forgetting, positive=True)
+    check_common_hyper(name, rank=rank, forgetting=forgetting, zero_prior=True, init_cov_hidden=init_cov_hidden,
+                       init_cov_last=init_cov_last, dynamics_cov_hidden=q_h, dynamics_cov_last=q_l)
+    if rank_last is not None:
+        check_common_hyper(f"{name} (rank_last)", rank=rank_last)
     if not isinstance(last_layer, str):
         raise TypeError(f"last_layer must be the name of the last submodule (a str), got {last_layer!r}")
-    low_last = rank_last is not None
-    use_qh = not _is_zero(q_h)
-    use_ql = not _is_zero(q_l)
     if last_cov not in ("auto", "sqrt", "dense"):
         raise ValueError(f"last_cov={last_cov!r} must be 'auto', 'sqrt' or 'dense'")
-    carry = check_dynamics_mode("hilofi", dynamics_mode)
-    # HiLoFi's full last layer holds q_ℓ pending (as the low-rank blocks do) when it is not carried
-    pend_l = low_last or (use_ql and not carry)
-    dense = not low_last and (last_cov == "dense" or (last_cov == "auto" and use_ql))
-    blocks = None if arms is None else ArmIndex(arms, "hilofi")
-    if blocks is not None and low_last:
-        raise ValueError("lolofi: arms applies to HiLoFi's full-rank last layer (LoLoFi's low-rank factor couples "
-                         "the arms); drop arms or rank_last")
+    carry = covblocks.check_dynamics_mode(name, dynamics_mode)
+    dense = rank_last is None and (last_cov == "dense" or (last_cov == "auto" and not covblocks.is_zero(q_l)))
+    hidden = covblocks.lowrank(rank, init_cov_hidden, q_h, forgetting, carry)
+    if rank_last is not None:
+        if arms is not None:
+            check_arms(arms, name)
+            raise ValueError("lolofi: arms applies to HiLoFi's full-rank last layer (LoLoFi's low-rank factor "
+                             "couples the arms); drop arms or rank_last")
+        last = covblocks.lowrank(rank_last, init_cov_last, q_l, forgetting, carry)
+    else:
+        form = (covblocks.dense_form if dense else covblocks.sqrt_form)(init_cov_last, q_l, forgetting, carry)
+        last = covblocks.full(form) if arms is None else covblocks.per_arm(form, arms, "hilofi")
     base_key = jax.random.PRNGKey(seed) if key is None else key
-    cell = SpaceCell(last_layer)
 
-    def _eye_last(n: int, dt) -> Array:
-        """``I`` of the last-layer covariance's shape: ``(n, n)``, or ``(K, P_k, P_k)`` per-arm blocks."""
-        return jnp.eye(n, dtype=dt) if blocks is None else blocks.eye(n, dt)
-
-    def init(params) -> HiLoFiState:
-        space = cell.set(params)
+    def init(params, example_x=None) -> HiLoFiState:
+        space = ParamSpace.of(params, last_layer)
         h, ell = space.split(params)
-        dt = space.dtype
         k_h, k_l = jax.random.split(base_key)
-        c_h, g_h = _lowrank_init(k_h, rank, h.size, init_cov_hidden, dt)
-        if low_last:
-            c_l, g_l = _lowrank_init(k_l, rank_last, ell.size, init_cov_last, dt)
-        else:
-            if arms is not None:
-                blocks.set(params, keep=space.is_last)
-            v0 = jnp.asarray(init_cov_last, dt)
-            c_l = (v0 if dense else jnp.sqrt(v0)) * _eye_last(ell.size, dt)
-            g_l = jnp.zeros((0,), dt)
-        # two buffers, not one: a state whose leaves alias cannot be donated to a jitted step
-        return HiLoFiState(h, ell, c_h, g_h, c_l, g_l, jnp.zeros((), dt), jnp.zeros((), dt))
+        return _state(hidden.init(k_h, h, space), last.init(k_l, ell, space), space)
 
     def predict(state: HiLoFiState) -> HiLoFiState:
-        dt = state.mean_hidden.dtype
-        g = jnp.asarray(forgetting, dt)
-        qh = jnp.asarray(q_h, dt)
-        ql = jnp.asarray(q_l, dt)
-        if low_last:
-            c_l, g_l, qbar_l = g * state.cov_last, g**2 * state.gram_last, g**2 * state.q_last + ql
-        elif dense:
-            c_l, g_l, qbar_l = g**2 * state.cov_last, state.gram_last, state.q_last
-            if pend_l:
-                qbar_l = g**2 * state.q_last + ql
-            elif use_ql:
-                c_l = c_l + ql * _eye_last(state.mean_last.size, dt)
-        else:
-            c_l, g_l, qbar_l = g * state.cov_last, state.gram_last, state.q_last
-            if pend_l:
-                qbar_l = g**2 * state.q_last + ql
-            elif use_ql:
-                c_l = (linalg.add_isotropic_factor(c_l, ql) if arms is None
-                       else jax.vmap(linalg.add_isotropic_factor, in_axes=(0, None))(c_l, ql))
-        return HiLoFiState(
-            g * state.mean_hidden,
-            g * state.mean_last,
-            g * state.cov_hidden,
-            g**2 * state.gram_hidden,
-            c_l,
-            g_l,
-            g**2 * state.q_hidden + qh,
-            qbar_l,
-        )
+        return _state(hidden.predict(_hidden(state)), last.predict(_last(state)), state.space)
 
-    def _blocks(state: HiLoFiState, x):
-        """Linearise and return the pieces of ``S``: ``(ŷ, H̃, L̃, R, A_h, S_h, B_ℓ, S_ℓ, arm)``.
-
-        With ``arms``: ``L̃`` is the observed arm's block ``(1, P_k)``, ``B_ℓ`` uses that arm's covariance block, and
-        ``arm = (k, index_k)``; else ``arm = None``."""
-        space = cell.space
-        params = space.merge(state.mean_hidden, state.mean_last)
-        yhat, jh, jl, r = linearize_tree(apply_fn, params, x, likelihood, space, split=True)
-        a_h = state.cov_hidden @ jh.T  # (d, C)
-        s_h = a_h.T @ a_h
-        if use_qh:
-            s_h = s_h + state.q_hidden * (jh @ jh.T)
-        cov_l, arm = state.cov_last, None
-        if arms is not None:
-            blocks.check_one_output(jl.shape[0])
-            k, jl_k, i_k, _ = observed_block(jl[0], blocks.index)
-            jl, arm = jl_k[None, :], (k, i_k)
-            cov_l = jax.lax.dynamic_index_in_dim(state.cov_last, k, keepdims=False)
-        b_l = cov_l @ jl.T  # (D_ℓ or d_ℓ or P_k, C); dense: G = Σ_ℓ L̃ᵀ
-        s_l = jl @ b_l if dense else b_l.T @ b_l
-        if pend_l and use_ql:
-            s_l = s_l + state.q_last * (jl @ jl.T)
-        return yhat, jh, jl, r, a_h, s_h, b_l, s_l, arm
+    def _project(state: HiLoFiState, x):
+        """Linearise at the mean: ``(ŷ, R, hidden projection, last projection)``."""
+        space = state.space
+        yhat, jh, jl, r = linearize_blocks(lambda hl, ll: apply_fn(_join(space, hl, ll), x),
+                                           *_leaf_blocks(space, state.mean_hidden, state.mean_last), likelihood)
+        return yhat, r, hidden.project(_hidden(state), jh, space), last.project(_last(state), jl, space)
 
     def update(state: HiLoFiState, x, y) -> HiLoFiState:
-        dt = state.mean_hidden.dtype
-        y = as_obs(y, dt)
-        yhat, jh, jl, r, a_h, s_h, b_l, s_l, arm = _blocks(state, x)
+        y = as_obs(y, state.mean_hidden.dtype)
+        yhat, r, ph, pl = _project(state, x)
         if y.shape != yhat.shape:
             raise ValueError(f"observation y has shape {y.shape} but the model outputs {yhat.shape}")
-        innov = y - yhat
-        s = linalg.symmetrize(s_h + s_l + r)
-        s_chol = linalg.chol_upper(s)
-        r_half = linalg.sqrt_psd(r)
-        h, c_h, g_h = linalg.lowrank_kalman_update(
-            state.mean_hidden,
-            state.cov_hidden,
-            state.gram_hidden,
-            jh,
-            a_h,
-            s_chol,
-            r_half,
-            innov,
-            state.q_hidden,
-            use_qh,
-            carry,
-        )
-        if low_last:
-            ell, c_l, g_l = linalg.lowrank_kalman_update(
-                state.mean_last,
-                state.cov_last,
-                state.gram_last,
-                jl,
-                b_l,
-                s_chol,
-                r_half,
-                innov,
-                state.q_last,
-                use_ql,
-                carry,
-            )
-        else:
-            ell, c_l = state.mean_last, state.cov_last
-            if arm is not None:  # the observed arm's block only
-                k, i_k = arm
-                ell, c_l = ell[i_k], jax.lax.dynamic_index_in_dim(c_l, k, keepdims=False)
-            if pend_l:  # "gain": K = (Σ_ℓ + q̄_ℓ I)L̃ᵀS⁻¹, Joseph form on Σ_ℓ alone
-                g = b_l if dense else c_l.T @ b_l  # G = Σ_ℓ L̃ᵀ (D_ℓ, C)
-                sig = c_l if dense else c_l.T @ c_l
-                ell, sig = linalg.dense_block_update(
-                    ell, sig, g, s, s_h + state.q_last * (jl @ jl.T), innov, g + state.q_last * jl.T
-                )
-                c_l = sig if dense else linalg.chol_upper(sig)  # sqrt: refactored, O(D_ℓ³) as the time update
-            elif dense:
-                ell, c_l = linalg.dense_block_update(ell, c_l, b_l, s, s_h, innov)
-            else:
-                ell, c_l = linalg.sqrt_factor_update(ell, c_l, b_l, s, s_h, r_half, innov)
-            if arm is not None:
-                ell = state.mean_last.at[i_k].set(ell)
-                c_l = jax.lax.dynamic_update_index_in_dim(state.cov_last, c_l, k, 0)
-            g_l = state.gram_last
-        zero = jnp.zeros((), dt)
-        return HiLoFiState(h, ell, c_h, g_h, c_l, g_l, zero, zero)
+        inn = covblocks.innovation(y - yhat, ph.s + pl.s, r)
+        space = state.space
+        return _state(hidden.update(_hidden(state), ph, inn, pl.s, space),
+                      last.update(_last(state), pl, inn, ph.s, space), space)
 
     def predictive(state: HiLoFiState, x) -> tuple[Array, Array]:
-        yhat, _, _, r, _, s_h, _, s_l, _ = _blocks(state, x)
-        return yhat, linalg.symmetrize(s_h + s_l + r)
+        yhat, r, ph, pl = _project(state, x)
+        return yhat, linalg.symmetrize(ph.s + pl.s + r)
 
     def sample(key: Array, state: HiLoFiState):
         k1, k2, k3, k4 = jax.random.split(key, 4)
-        dt = state.mean_hidden.dtype
-        h = state.mean_hidden + rng.normal(k1, (state.cov_hidden.shape[0],), dt) @ state.cov_hidden
-        if use_qh:
-            h = h + jnp.sqrt(state.q_hidden) * rng.normal(k2, h.shape, dt)
-        if arms is not None:  # K independent blocks: U_kᵀ z_k per arm, a Cholesky per block when dense
-            roots = jax.vmap(linalg.chol_upper)(state.cov_last) if dense else state.cov_last
-            ell = state.mean_last + scatter_blocks(sample_blocks(k3, roots), blocks.index, state.mean_last.size)
-        else:
-            root_l = linalg.chol_upper(state.cov_last) if dense else state.cov_last
-            ell = state.mean_last + rng.normal(k3, (root_l.shape[0],), dt) @ root_l
-        if pend_l and use_ql:
-            ell = ell + jnp.sqrt(state.q_last) * rng.normal(k4, ell.shape, dt)
-        return cell.space.merge(h, ell)
+        space = state.space
+        return space.merge(hidden.sample(k1, k2, _hidden(state), space), last.sample(k3, k4, _last(state), space))
 
     def mean(state: HiLoFiState):
-        return cell.space.merge(state.mean_hidden, state.mean_last)
+        return state.space.merge(state.mean_hidden, state.mean_last)
 
     hyper = dict(
         rank=rank,
@@ -406,15 +250,13 @@ def hilofi(
         dynamics_cov_hidden=q_h,
         dynamics_cov_last=q_l,
         forgetting=forgetting,
-        last_cov=None if low_last else ("dense" if dense else "sqrt"),
+        last_cov=None if rank_last is not None else ("dense" if dense else "sqrt"),
         dynamics_mode=dynamics_mode,
         seed=seed,
     )
     if arms is not None:
         hyper["arms"] = arms
-    return Posterior(
-        init, predict, update, predictive, sample, mean, name="lolofi" if low_last else "hilofi", hyper=hyper
-    )
+    return Posterior(init, predict, update, predictive, sample, mean, name=name, hyper=hyper)
 
 
 def lolofi(

@@ -83,9 +83,9 @@ import jax.numpy as jnp
 
 from banditkit import rng
 from banditkit.likelihoods import Bernoulli, Categorical, Gaussian, Likelihood
+from banditkit.posteriors import arms as per_arm
 from banditkit.posteriors import linalg
-from banditkit.posteriors.arms import ArmIndex, observed_block, sample_blocks, scatter_blocks
-from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, check_common_hyper
+from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, as_obs, check_common_hyper
 
 Array = jax.Array
 
@@ -98,6 +98,7 @@ class KLLState(NamedTuple):
     hidden: Array  # (D_h,) fixed hidden weights
     prior_mean: Array  # (D_ℓ,) w_0
     key: Array  # PRNG key for the Monte-Carlo γ objective
+    space: ParamSpace  # the parameter layout (static: no leaves)
 
     @property
     def cov(self) -> Array:
@@ -167,17 +168,18 @@ def kalman_last_layer(
         mc_link = "sigmoid"
     else:
         mc_link = link
-    cell = SpaceCell(last_layer)
-    blocks = None if arms is None else ArmIndex(arms, "kalman_last_layer")
+    who = "kalman_last_layer"
+    if arms is not None:
+        per_arm.check_arms(arms, who)
 
-    def init(params) -> KLLState:
-        space = cell.set(params)
+    def init(params, example_x=None) -> KLLState:
+        space = ParamSpace.of(params, last_layer)
         h, w = space.split(params)
         dt = w.dtype
         g0 = jnp.asarray(forgetting, dt)
-        if blocks is not None:
-            blocks.set(params, keep=space.is_last)
-        eye = jnp.eye(w.size, dtype=dt) if blocks is None else blocks.eye(w.size, dt)
+        if arms is not None:
+            per_arm.arm_index(space, arms, who, last=True)  # a last-layer leaf without last axis K: error now
+        eye = jnp.eye(w.size, dtype=dt) if arms is None else per_arm.eye_blocks(arms, w.size, dt)
         return KLLState(
             mean=w,
             chol=jnp.sqrt(jnp.asarray(init_cov, dt)) * eye,
@@ -186,6 +188,7 @@ def kalman_last_layer(
             hidden=h,
             prior_mean=jnp.copy(w),  # its own buffer: aliased leaves cannot be donated to jit
             key=jax.random.PRNGKey(seed),
+            space=space,
         )
 
     def _drift(delta, dt):
@@ -203,7 +206,7 @@ def kalman_last_layer(
         dt = state.mean.dtype
         g, add = _drift(state.delta, dt)
         gu = g * state.chol
-        iso = linalg.add_isotropic_factor if blocks is None else jax.vmap(linalg.add_isotropic_factor, (0, None))
+        iso = linalg.add_isotropic_factor if arms is None else jax.vmap(linalg.add_isotropic_factor, (0, None))
         u = jnp.where(add > 0, iso(gu, add), gu)
         return _mean_after(state.mean, state.prior_mean, g), u
 
@@ -211,14 +214,14 @@ def kalman_last_layer(
         """``(m, U)`` with a pending time update applied (as is otherwise)."""
         return jax.lax.cond(state.pending > 0, _transition, lambda s: (s.mean, s.chol), state)
 
-    def _observed(chol: Array, jac: Array):
+    def _observed(space: ParamSpace, chol: Array, jac: Array):
         """``(k, i_k, U_k, J_k)``: the factor and Jacobian columns of the block ``J (C, D_ℓ)`` touches — all of them
         (``k = i_k = None``) without ``arms``; with ``arms`` the observed arm's ``U_k (P_k, P_k)`` and ``J_k (1, P_k)``
         (``J`` is zero elsewhere, so ``J A Jᵀ = J_k A_k J_kᵀ``)."""
-        if blocks is None:
+        if arms is None:
             return None, None, chol, jac
-        blocks.check_one_output(jac.shape[0])
-        k, row, i_k, _ = observed_block(jac[0], blocks.index)
+        per_arm.check_one_output(jac.shape[0], arms, who)
+        k, row, i_k, _ = per_arm.observed_block(jac[0], per_arm.arm_index(space, arms, who, last=True))
         return k, i_k, jax.lax.dynamic_index_in_dim(chol, k, keepdims=False), row[None, :]
 
     def _proj_cov(state: KLLState, jac: Array) -> Array:
@@ -227,7 +230,7 @@ def kalman_last_layer(
         g, add = _drift(state.delta, dt)
         on = state.pending > 0
         g, add = jnp.where(on, g, 1.0), jnp.where(on, add, 0.0)
-        _, _, chol, jac = _observed(state.chol, jac)
+        _, _, chol, jac = _observed(state.space, state.chol, jac)
         b = chol @ jac.T
         return linalg.symmetrize(g**2 * (b.T @ b) + add * (jac @ jac.T))
 
@@ -237,10 +240,8 @@ def kalman_last_layer(
 
     def _logits_and_jac(state: KLLState, w, x):
         """Model output ``f (C,)`` and ``∂f/∂w (C, D_ℓ)`` at last-layer weights ``w`` (hidden fixed)."""
-        space = cell.space
-
         def fw(ww):
-            f = jnp.atleast_1d(apply_fn(space.merge(state.hidden, ww), x))
+            f = jnp.atleast_1d(apply_fn(state.space.merge(state.hidden, ww), x))
             return f, f
 
         jf, f = jax.jacrev(fw, has_aux=True)(w)
@@ -260,7 +261,7 @@ def kalman_last_layer(
         dt = state.mean.dtype
         g, add = _drift(delta, dt)
         fm = f + jf @ (_mean_after(state.mean, state.prior_mean, g) - state.mean)  # exact for a linear head
-        _, _, chol, jf = _observed(state.chol, jf)  # the covariance terms read the observed block only
+        _, _, chol, jf = _observed(state.space, state.chol, jf)  # the covariance terms read the observed block only
         b = chol @ jf.T  # (D_ℓ, C)
         if mc_link is None:
             yhat, j, r = _moments(fm, jf)
@@ -297,13 +298,13 @@ def kalman_last_layer(
         state = state._replace(delta=delta)
         m, u = _settled(state)
         f, jf = _logits_and_jac(state, m, x)
-        k, i_k, u_k, jf_k = _observed(u, jf)
+        k, i_k, u_k, jf_k = _observed(state.space, u, jf)
         yhat, j, r = _moments(f, jf_k)
         bu = u_k @ j.T  # B = U Jᵀ (D_ℓ or P_k, C)
         s = linalg.symmetrize(bu.T @ bu + r)
-        m_k = m if blocks is None else m[i_k]
+        m_k = m if arms is None else m[i_k]
         m_k, u_k = linalg.sqrt_factor_update(m_k, u_k, bu, s, jnp.zeros_like(r), linalg.sqrt_psd(r), y - yhat)
-        if blocks is None:
+        if arms is None:
             m, u = m_k, u_k
         else:  # only the observed arm's block moves
             m, u = m.at[i_k].set(m_k), jax.lax.dynamic_update_index_in_dim(u, u_k, k, 0)
@@ -321,16 +322,17 @@ def kalman_last_layer(
         on = state.pending > 0
         g, add = jnp.where(on, g, 1.0), jnp.where(on, add, 0.0)
         k1, k2 = jax.random.split(key)
-        if blocks is None:
+        if arms is None:
             spread = state.chol.T @ rng.normal(k1, state.mean.shape, dt)
         else:
-            spread = scatter_blocks(sample_blocks(k1, state.chol), blocks.index, state.mean.size)
+            index = per_arm.arm_index(state.space, arms, who, last=True)
+            spread = per_arm.scatter_blocks(per_arm.sample_blocks(k1, state.chol), index, state.mean.size)
         z2 = rng.normal(k2, state.mean.shape, dt)
         w = _predicted_mean(state) + g * spread + jnp.sqrt(add) * z2
-        return cell.space.merge(state.hidden, w)
+        return state.space.merge(state.hidden, w)
 
     def mean(state: KLLState):
-        return cell.space.merge(state.hidden, _predicted_mean(state))
+        return state.space.merge(state.hidden, _predicted_mean(state))
 
     hyper = dict(
         last_layer=last_layer, init_cov=init_cov, dynamics_cov=dynamics_cov, forgetting=forgetting,

@@ -10,7 +10,8 @@ update:  push ``(x, y)`` into the buffer, run ``n_inner`` optax steps (AdamW by 
          ``obs_noise``; ``Bernoulli`` / ``Categorical``: the jittered moment-matched covariance).
 predict:    identity (no dynamics: the buffer is the memory).
 predictive: linearised in the last layer: ``(m(f(θ*, x)), L̃ Σ_ℓ L̃ᵀ + R)``.
-sample:     hidden layers at ``h*``, ``ℓ = ℓ* + chol(Σ_ℓ) z``.
+sample:     hidden layers at ``h*``, ``ℓ = ℓ* + L z`` with ``L Lᵀ = Σ_ℓ`` (``linalg.sample_factor``: Cholesky,
+            eigen square root where that fails).
 
 Deviation from the seed's reference code (erratum §14.2.10): that code builds ``F = mean_i g_i g_iᵀ + 10⁻⁴ I`` from
 *unit-normalised* per-sample gradients and uses ``F`` itself as the covariance.  Here the curvature is the standard
@@ -31,17 +32,9 @@ import optax
 
 from banditkit import rng
 from banditkit.likelihoods import Gaussian, Likelihood
+from banditkit.posteriors import _replay as replay
 from banditkit.posteriors import linalg
-from banditkit.posteriors.base import ApplyFn, Posterior, PyTree, SpaceCell, as_obs
-from banditkit.posteriors.replay_sgd import (
-    FifoBuffer,
-    buffer_nll,
-    check_buffer_args,
-    fifo_init,
-    fifo_mask,
-    fifo_push,
-    resolve_example_x,
-)
+from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, PyTree
 
 Array = jax.Array
 
@@ -50,7 +43,8 @@ class LaplaceState(NamedTuple):
     params: Array  # (P,) θ* (MAP of the buffer loss)
     cov_last: Array  # (D_ℓ, D_ℓ) Laplace covariance of the last layer
     opt_state: Any
-    buffer: FifoBuffer
+    buffer: replay.FifoBuffer
+    space: ParamSpace  # layout of θ and its last-layer block (static, no leaves)
 
 
 def last_layer_laplace(
@@ -77,86 +71,62 @@ def last_layer_laplace(
       example_x: one model input, to shape the buffer (or pass it to ``init``).
     """
     name = "last_layer_laplace"
-    check_buffer_args(name, buffer_size, None)
-    if not isinstance(n_inner, int) or isinstance(n_inner, bool) or n_inner < 0:
-        raise ValueError(f"{name}: n_inner must be an integer >= 0, got {n_inner!r}")
+    replay.check_buffer_args(name, buffer_size, None)
+    replay.check_int(name, "n_inner", n_inner, 0)
     if not init_cov_last > 0 or not learning_rate > 0:
         raise ValueError(f"{name}: init_cov_last and learning_rate must be > 0, got {init_cov_last!r}, "
                          f"{learning_rate!r}")
     opt = optax.adamw(learning_rate) if optimizer is None else optimizer
-    cell = SpaceCell(last_layer)
     default_x = example_x
 
-    def _last_jac(theta: Array, x):
+    def _last_jac(space: ParamSpace, theta: Array, x):
         """``(ŷ, L̃ (C, D_ℓ), R)`` — Jacobian w.r.t. the last layer only (one jacrev over ℓ)."""
-        space = cell.space
-        h, ell = space.split(space.unravel(theta))
-
-        def mean_and_aux(ll):
-            f = jnp.atleast_1d(apply_fn(space.merge(h, ll), x))
-            return likelihood.mean(f), f
-
-        jac, f = jax.jacrev(mean_and_aux, has_aux=True)(ell)
+        f, jac = replay.head_jacobian(apply_fn, space, *space.split(space.unravel(theta)), x, link=likelihood.mean)
         return likelihood.mean(f), jac, likelihood.cov(f)
 
-    def _fit_cov(theta: Array, buf: FifoBuffer) -> Array:
-        w = fifo_mask(buf)
+    def _fit_cov(space: ParamSpace, theta: Array, buf: replay.FifoBuffer) -> Array:
+        w = replay.fifo_mask(buf)
 
         def one(x):
-            _, lj, r = _last_jac(theta, x)
+            _, lj, r = _last_jac(space, theta, x)
             b = linalg.solve_spd_factor(linalg.chol_upper(linalg.symmetrize(r)), lj)  # R⁻¹ L̃
             return lj.T @ b  # L̃ᵀ R⁻¹ L̃
 
         ggn = jnp.einsum("b,bij->ij", w, jax.vmap(one)(buf.x))
         d = ggn.shape[0]
         prec = linalg.symmetrize(ggn) + jnp.eye(d, dtype=ggn.dtype) / jnp.asarray(init_cov_last, ggn.dtype)
-        u = linalg.chol_upper(prec)
-        return linalg.symmetrize(linalg.solve_spd_factor(u, jnp.eye(d, dtype=ggn.dtype)))
+        return linalg.spd_inverse(prec)
 
     def init(params, example_x: PyTree | None = None) -> LaplaceState:
-        space = cell.set(params)
+        space = ParamSpace.of(params, last_layer)
         theta = space.ravel(params)
-        x0 = resolve_example_x(name, example_x, default_x)
-        c = jax.eval_shape(lambda q, xx: jnp.atleast_1d(apply_fn(q, xx)), params, x0).shape[0]
+        buf = replay.buffer_init(name, apply_fn, params, example_x, default_x, buffer_size, theta.dtype)
         d = space.size_last
         cov = jnp.asarray(init_cov_last, theta.dtype) * jnp.eye(d, dtype=theta.dtype)
-        return LaplaceState(theta, cov, opt.init(theta), fifo_init(x0, jnp.zeros((c,), theta.dtype), buffer_size))
+        return LaplaceState(theta, cov, opt.init(theta), buf, space)
 
     def update(state: LaplaceState, x, y) -> LaplaceState:
-        y = as_obs(y, state.params.dtype)
-        if y.shape != state.buffer.y.shape[1:]:
-            raise ValueError(f"{name}.update: y has shape {y.shape}, the model predicts {state.buffer.y.shape[1:]}; "
-                             f"pass y as (C,)")
-        buf = fifo_push(state.buffer, x, y)
-        mask = fifo_mask(buf)
-
-        def loss(theta):
-            return buffer_nll(apply_fn, likelihood, cell.space.unravel(theta), buf.x, buf.y, mask)
-
-        def body(i, carry):
-            theta, o = carry
-            upd, o = opt.update(jax.grad(loss)(theta), o, theta)
-            return optax.apply_updates(theta, upd), o
-
-        theta, o = jax.lax.fori_loop(0, n_inner, body, (state.params, state.opt_state))
-        return LaplaceState(theta, _fit_cov(theta, buf), o, buf)
+        space = state.space
+        buf = replay.buffer_push(name, state.buffer, x, y, state.params.dtype)
+        loss = replay.flat_nll(apply_fn, likelihood, space)
+        theta, o = replay.fit(loss, opt, state.params, state.opt_state, buf, n_inner)
+        return LaplaceState(theta, _fit_cov(space, theta, buf), o, buf, space)
 
     def predict(state: LaplaceState) -> LaplaceState:
         return state
 
     def predictive(state: LaplaceState, x) -> tuple[Array, Array]:
-        yhat, lj, r = _last_jac(state.params, x)
+        yhat, lj, r = _last_jac(state.space, state.params, x)
         return yhat, linalg.symmetrize(lj @ state.cov_last @ lj.T + r)
 
     def sample(key: Array, state: LaplaceState):
-        space = cell.space
+        space = state.space
         h, ell = space.split(space.unravel(state.params))
-        evals, evecs = jnp.linalg.eigh(state.cov_last)
         z = rng.normal(key, ell.shape, ell.dtype)
-        return space.merge(h, ell + evecs @ (jnp.sqrt(jnp.maximum(evals, 0.0)) * z))
+        return space.merge(h, ell + linalg.sample_factor(state.cov_last) @ z)
 
     def mean(state: LaplaceState):
-        return cell.space.unravel(state.params)
+        return state.space.unravel(state.params)
 
     hyper = dict(last_layer=last_layer, buffer_size=buffer_size, n_inner=n_inner, learning_rate=learning_rate,
                  init_cov_last=init_cov_last, needs_example_x=True)

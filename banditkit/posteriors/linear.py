@@ -7,10 +7,11 @@ point gives the same ``H`` for a linear model), so every update is the exact con
 shape ``(D,)`` or ``(D, C)`` and ``f = xᵀ w``.  (For a non-linear ``apply_fn`` the same equations are an EKF.)
 
 State: ``mean μ (P,)``, a square root ``U (P, P)`` of the covariance (``Σ = UᵀU``; ``state.cov`` forms ``Σ``
-for inspection) and, for ``noise="nig"``, the inverse-gamma parameters ``a, b`` (carried but unused for known
-noise).  The square root makes a Thompson draw ``μ + Uᵀz`` cost ``O(P²)`` (no factorisation per draw) and the
-update ``O(P² C)`` (Potter-type square-root Joseph update, :func:`linalg.sqrt_factor_update`); the
-time update with ``q > 0`` refactors ``γ²UᵀU + qI`` (``O(P³)``, only when ``dynamics_cov > 0``).
+for inspection), for ``noise="nig"`` the inverse-gamma parameters ``a, b`` (carried but unused for known
+noise), and ``space``, the parameter layout (static).  The square root makes a Thompson draw ``μ + Uᵀz`` cost
+``O(P²)`` (no factorisation per draw) and the update ``O(P² C)`` (Potter-type square-root Joseph update,
+:func:`linalg.sqrt_factor_update`); the time update with ``q > 0`` refactors ``γ²UᵀU + qI`` (``O(P³)``, only when
+``dynamics_cov > 0``).
 
 ``noise="known"`` (seed 002 §2.1; any likelihood, exact for ``Gaussian``):
     prior ``θ ~ N(θ_0, init_cov · I)``
@@ -52,7 +53,7 @@ from banditkit import rng
 from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors import linalg
 from banditkit.posteriors.arms import check_arms
-from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, check_common_hyper, linearize
+from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, as_obs, check_common_hyper, linearize
 from banditkit.posteriors.linear_arms import linear_arms
 
 Array = jax.Array
@@ -63,6 +64,7 @@ class LinearState(NamedTuple):
     chol: Array  # (P, P) square root U, Σ = UᵀU; in units of σ for noise="nig"
     a: Array  # () inverse-gamma shape (nig)
     b: Array  # () inverse-gamma scale (nig)
+    space: ParamSpace  # the parameter layout (static: no leaves)
 
     @property
     def cov(self) -> Array:
@@ -123,17 +125,16 @@ def linear(
         check_arms(arms, "linear")
         return linear_arms(f, likelihood, arms=arms, init_cov=init_cov, nig=nig, a0=a0, b0=b0,
                            dynamics_cov=dynamics_cov, forgetting=forgetting, shared_noise=bool(shared_noise))
-    cell = SpaceCell()
 
-    def init(params) -> LinearState:
-        mu = cell.set(params).ravel(params)
+    def init(params, example_x=None) -> LinearState:
+        space = ParamSpace.of(params)
+        mu = space.ravel(params)
         dt = mu.dtype
         u = jnp.sqrt(jnp.asarray(init_cov, dt)) * jnp.eye(mu.size, dtype=dt)
-        return LinearState(mu, u, jnp.asarray(a0, dt), jnp.asarray(b0, dt))
+        return LinearState(mu, u, jnp.asarray(a0, dt), jnp.asarray(b0, dt), space)
 
     def _design(state: LinearState, x):
-        s = cell.space
-        yhat, h, r = linearize(lambda t: f(s.unravel(t), x), state.mean, likelihood)
+        yhat, h, r = linearize(lambda p: f(p, x), state.space.unravel(state.mean), likelihood)
         if nig:
             r = jnp.eye(yhat.shape[0], dtype=yhat.dtype)
         return yhat, h, r
@@ -147,7 +148,7 @@ def linear(
         return state._replace(mean=g * state.mean, chol=u)
 
     def update(state: LinearState, x, y) -> LinearState:
-        mu, u, a, b = state
+        mu, u, a, b = state.mean, state.chol, state.a, state.b
         y = as_obs(y, mu.dtype)
         yhat, h, r = _design(state, x)
         bu = u @ h.T  # B = U Hᵀ (P, C)
@@ -158,7 +159,7 @@ def linear(
         if nig:
             a = a + 0.5 * e.shape[0]
             b = b + 0.5 * e @ linalg.solve_spd_factor(linalg.chol_upper(s), e[:, None])[:, 0]
-        return LinearState(mu_new, u, a, b)
+        return LinearState(mu_new, u, a, b, state.space)
 
     def predictive(state: LinearState, x) -> tuple[Array, Array]:
         yhat, h, r = _design(state, x)
@@ -176,10 +177,10 @@ def linear(
         if nig:
             sig2 = state.b / jax.random.gamma(k_sig, state.a, dtype=state.mean.dtype)
             draw = jnp.sqrt(sig2) * draw
-        return cell.space.unravel(state.mean + draw)
+        return state.space.unravel(state.mean + draw)
 
     def mean(state: LinearState):
-        return cell.space.unravel(state.mean)
+        return state.space.unravel(state.mean)
 
     hyper = dict(init_cov=init_cov, noise=noise, a0=a0, b0=b0, dynamics_cov=dynamics_cov, forgetting=forgetting)
     return Posterior(init, predict, update, predictive, sample, mean, name="linear", hyper=hyper)

@@ -15,7 +15,8 @@ joint posterior of :func:`banditkit.posteriors.linear` stays block-diagonal for 
 are kept.
 
 State (:class:`LinearArmsState`): mean ``μ (P,)`` (flat, as ``linear``), square roots ``U (K, P_k, P_k)`` with
-``Σ_k = U_kᵀ U_k``, and ``a, b`` — ``(K,)`` per arm, ``()`` when shared (carried but unused for known noise).
+``Σ_k = U_kᵀ U_k``, ``a, b`` — ``(K,)`` per arm, ``()`` when shared (carried but unused for known noise) — and
+``space``, the parameter layout: the blocks are :func:`arms.arm_index` of it, derived at trace time.
 
 update(x, y), one observation (``C = 1``): ``ŷ = f(μ, x)``, ``H = ∂f/∂θ (1, P)`` → blocks ``H_k (1, P_k)``; the
 observed arm ``k* = argmax_k ‖H_k‖`` (the one nonzero block); then ``linear``'s update on block ``k*`` alone::
@@ -46,9 +47,9 @@ import jax
 import jax.numpy as jnp
 
 from banditkit.likelihoods import Likelihood
+from banditkit.posteriors import arms as per_arm
 from banditkit.posteriors import linalg
-from banditkit.posteriors.arms import ArmIndex, observed_block, sample_blocks, scatter_blocks
-from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs, linearize
+from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, as_obs, linearize
 
 Array = jax.Array
 
@@ -58,6 +59,7 @@ class LinearArmsState(NamedTuple):
     chol: Array  # (K, P_k, P_k) square roots U_k, Σ_k = U_kᵀ U_k; in units of σ_k for noise="nig"
     a: Array  # (K,) inverse-gamma shapes (nig)
     b: Array  # (K,) inverse-gamma scales (nig); a and b are () when the noise variance is shared
+    space: ParamSpace  # the parameter layout (static: no leaves); the blocks are arms.arm_index(space, K)
 
     @property
     def cov(self) -> Array:
@@ -79,23 +81,21 @@ def linear_arms(
     shared_noise: bool = True,
 ) -> Posterior:
     """The per-arm backend behind ``linear(..., arms=K)`` (arguments checked there; see the module docstring)."""
-    cell = SpaceCell()
-    blocks = ArmIndex(arms, "linear")
 
-    def init(params) -> LinearArmsState:
-        mu = cell.set(params).ravel(params)
+    def init(params, example_x=None) -> LinearArmsState:
+        space = ParamSpace.of(params)
+        per_arm.arm_index(space, arms, "linear")  # every leaf must have last axis K: a clear error now
+        mu = space.ravel(params)
         dt = mu.dtype
-        blocks.set(params)
-        u = jnp.sqrt(jnp.asarray(init_cov, dt)) * blocks.eye(mu.size, dt)
+        u = jnp.sqrt(jnp.asarray(init_cov, dt)) * per_arm.eye_blocks(arms, mu.size, dt)
         ones = jnp.ones(() if shared_noise else (arms,), dt)
-        return LinearArmsState(mu, u, a0 * ones, b0 * ones)
+        return LinearArmsState(mu, u, a0 * ones, b0 * ones, space)
 
     def _design(state: LinearArmsState, x):
-        s = cell.space
         dt = state.mean.dtype
-        yhat, h, r = (v.astype(dt) for v in linearize(lambda t: f(s.unravel(t), x), state.mean, likelihood))
-        blocks.check_one_output(yhat.shape[0])
-        k, hk, ik, seen = observed_block(h[0], blocks.index)
+        yhat, h, r = (v.astype(dt) for v in linearize(lambda p: f(p, x), state.space.unravel(state.mean), likelihood))
+        per_arm.check_one_output(yhat.shape[0], arms, "linear")
+        k, hk, ik, seen = per_arm.observed_block(h[0], per_arm.arm_index(state.space, arms, "linear"))
         if nig:
             r = jnp.ones((1, 1), dt)
         return yhat, hk[None, :], r, k, ik, seen
@@ -109,7 +109,7 @@ def linear_arms(
         return state._replace(mean=g * state.mean, chol=u)
 
     def update(state: LinearArmsState, x, y) -> LinearArmsState:
-        mu, chol, a, b = state
+        mu, chol, a, b = state.mean, state.chol, state.a, state.b
         y = as_obs(y, mu.dtype)
         yhat, hk, r, k, ik, seen = _design(state, x)
         if y.shape != yhat.shape:
@@ -128,7 +128,7 @@ def linear_arms(
             da = 0.5 * w
             db = 0.5 * w * e @ linalg.solve_spd_factor(linalg.chol_upper(s), e[:, None])[:, 0]
             a, b = (a + da, b + db) if shared_noise else (a.at[k].add(da), b.at[k].add(db))
-        return LinearArmsState(mu, chol, a, b)
+        return LinearArmsState(mu, chol, a, b, state.space)
 
     def predictive(state: LinearArmsState, x) -> tuple[Array, Array]:
         yhat, hk, r, k, _, _ = _design(state, x)
@@ -142,14 +142,15 @@ def linear_arms(
     def sample(key: Array, state: LinearArmsState):
         k_sig, k_z = jax.random.split(key)
         dt = state.mean.dtype
-        draw = sample_blocks(k_z, state.chol)  # U_kᵀ z_k (K, P_k)
+        draw = per_arm.sample_blocks(k_z, state.chol)  # U_kᵀ z_k (K, P_k)
         if nig:
             sig2 = state.b / jax.random.gamma(k_sig, state.a, dtype=dt)  # σ_k² ~ IG(a_k, b_k) (K,), or σ² ()
             draw = jnp.sqrt(sig2)[..., None] * draw
-        return cell.space.unravel(state.mean + scatter_blocks(draw, blocks.index, state.mean.size))
+        index = per_arm.arm_index(state.space, arms, "linear")
+        return state.space.unravel(state.mean + per_arm.scatter_blocks(draw, index, state.mean.size))
 
     def mean(state: LinearArmsState):
-        return cell.space.unravel(state.mean)
+        return state.space.unravel(state.mean)
 
     hyper = dict(init_cov=init_cov, noise="nig" if nig else "known", a0=a0, b0=b0, dynamics_cov=dynamics_cov,
                  forgetting=forgetting, arms=arms, shared_noise=shared_noise)

@@ -2,7 +2,9 @@
 digest's errata: ``ŷ`` and ``H`` at the *previous* mean, ``Q_R(C Hᵀ, √q Hᵀ, R½)``, and ``P_{d,+q}`` not ``P_d``).
 
 State (:class:`LRKFState`): ``mean μ (P,)``; ``cov = C (d, P)`` with orthogonal rows and ``gram = diag(C Cᵀ)
-(d,)``; ``q`` the isotropic variance not yet folded into ``C``.  Covariance ``Σ = CᵀC + q̄ I``.
+(d,)``; ``q`` the isotropic variance not yet folded into ``C``; ``space`` the parameter layout.  Covariance
+``Σ = CᵀC + q̄ I``: one :func:`banditkit.posteriors.covblocks.lowrank` block over all parameters (HiLoFi's hidden
+block), linearised by :func:`banditkit.posteriors.base.linearize` on the parameter pytree.
 
 Model: ``θ_t = γθ_{t−1} + u_t``, ``u ~ N(0, q I)``; ``y ~ N(m(f(θ, x)), R)`` linearised at the mean.
 
@@ -42,25 +44,17 @@ not the wider draws: the filter at 10⁻⁴ with draws at 10⁻⁶ does as well,
 do not.
 """
 
+
 from __future__ import annotations
 
 from typing import NamedTuple
 
 import jax
-import jax.numpy as jnp
 
-from banditkit import rng
 from banditkit.likelihoods import Gaussian, Likelihood
-from banditkit.posteriors import linalg
-from banditkit.posteriors.base import ApplyFn, Posterior, SpaceCell, as_obs
-from banditkit.posteriors.hilofi import (
-    _check,
-    _check_rank,
-    _is_zero,
-    _lowrank_init,
-    check_dynamics_mode,
-    linearize_tree,
-)
+from banditkit.posteriors import covblocks, linalg
+from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, as_obs, check_common_hyper, linearize
+from banditkit.posteriors.covblocks import BlockState
 
 Array = jax.Array
 
@@ -70,6 +64,15 @@ class LRKFState(NamedTuple):
     cov: Array  # C (d, P), orthogonal rows
     gram: Array  # diag(C Cᵀ) (d,)
     q: Array  # () pending isotropic variance
+    space: ParamSpace  # the parameter layout (static: no leaves)
+
+
+def _block(s: LRKFState) -> BlockState:
+    return BlockState(s.mean, s.cov, s.gram, s.q)
+
+
+def _state(b: BlockState, space: ParamSpace) -> LRKFState:
+    return LRKFState(b.mean, b.cov, b.gram, b.q, space)
 
 
 def lrkf(
@@ -100,71 +103,41 @@ def lrkf(
         carried into the factor).
       key, seed: PRNG key (or integer seed) for the random orthonormal initial factor.
     """
-    _check_rank("rank", rank)
-    _check("init_cov", init_cov)
-    _check("dynamics_cov", dynamics_cov)
-    _check("forgetting", forgetting, positive=True)
-    carry = check_dynamics_mode("lrkf", dynamics_mode)
-    use_q = not _is_zero(dynamics_cov)
+    check_common_hyper("lrkf", init_cov=init_cov, dynamics_cov=dynamics_cov, forgetting=forgetting, rank=rank,
+                       zero_prior=True)
+    carry = covblocks.check_dynamics_mode("lrkf", dynamics_mode)
+    block = covblocks.lowrank(rank, init_cov, dynamics_cov, forgetting, carry)
     base_key = jax.random.PRNGKey(seed) if key is None else key
-    cell = SpaceCell()
 
-    def init(params) -> LRKFState:
-        space = cell.set(params)
-        mu = space.ravel(params)
-        c, g = _lowrank_init(base_key, rank, mu.size, init_cov, mu.dtype)
-        return LRKFState(mu, c, g, jnp.zeros((), mu.dtype))
+    def init(params, example_x=None) -> LRKFState:
+        space = ParamSpace.of(params)
+        return _state(block.init(base_key, space.ravel(params), space), space)
 
     def predict(state: LRKFState) -> LRKFState:
-        dt = state.mean.dtype
-        g = jnp.asarray(forgetting, dt)
-        return LRKFState(
-            g * state.mean, g * state.cov, g**2 * state.gram, g**2 * state.q + jnp.asarray(dynamics_cov, dt)
-        )
+        return _state(block.predict(_block(state)), state.space)
 
-    def _pieces(state: LRKFState, x):
-        space = cell.space
-        yhat, jac, r = linearize_tree(apply_fn, space.unravel(state.mean), x, likelihood, space, split=False)
-        a = state.cov @ jac.T  # (d, C)
-        s = a.T @ a + r
-        if use_q:
-            s = s + state.q * (jac @ jac.T)
-        return yhat, jac, r, a, linalg.symmetrize(s)
+    def _project(state: LRKFState, x):
+        yhat, jac, r = linearize(lambda p: apply_fn(p, x), state.space.unravel(state.mean), likelihood)
+        return yhat, r, block.project(_block(state), jac, state.space)
 
     def update(state: LRKFState, x, y) -> LRKFState:
         y = as_obs(y, state.mean.dtype)
-        yhat, jac, r, a, s = _pieces(state, x)
+        yhat, r, proj = _project(state, x)
         if y.shape != yhat.shape:
             raise ValueError(f"observation y has shape {y.shape} but the model outputs {yhat.shape}")
-        mu, c, g = linalg.lowrank_kalman_update(
-            state.mean,
-            state.cov,
-            state.gram,
-            jac,
-            a,
-            linalg.chol_upper(s),
-            linalg.sqrt_psd(r),
-            y - yhat,
-            state.q,
-            use_q,
-            carry,
-        )
-        return LRKFState(mu, c, g, jnp.zeros((), mu.dtype))
+        inn = covblocks.innovation(y - yhat, proj.s, r)
+        return _state(block.update(_block(state), proj, inn, None, state.space), state.space)
 
     def predictive(state: LRKFState, x) -> tuple[Array, Array]:
-        yhat, _, _, _, s = _pieces(state, x)
-        return yhat, s
+        yhat, r, proj = _project(state, x)
+        return yhat, linalg.symmetrize(proj.s + r)
 
     def sample(key: Array, state: LRKFState):
         k1, k2 = jax.random.split(key)
-        dt = state.mean.dtype
-        theta = state.mean + rng.normal(k1, (state.cov.shape[0],), dt) @ state.cov
-        if use_q:
-            theta = theta + jnp.sqrt(state.q) * rng.normal(k2, theta.shape, dt)
-        return cell.space.unravel(theta)
+        return state.space.unravel(block.sample(k1, k2, _block(state), state.space))
 
     def mean(state: LRKFState):
-        return cell.space.unravel(state.mean)
+        return state.space.unravel(state.mean)
 
     hyper = dict(rank=rank, init_cov=init_cov, dynamics_cov=dynamics_cov, forgetting=forgetting,
                  dynamics_mode=dynamics_mode, seed=seed)

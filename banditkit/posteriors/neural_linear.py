@@ -52,6 +52,7 @@ The buffer's shapes come from one example input: pass ``example_x=`` to the fact
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -60,18 +61,10 @@ import optax
 
 from banditkit import rng
 from banditkit.likelihoods import Gaussian, Likelihood
+from banditkit.posteriors import _replay as replay
+from banditkit.posteriors import arms as per_arm
 from banditkit.posteriors import linalg
-from banditkit.posteriors.arms import ArmIndex, observed_block, sample_blocks, scatter_blocks
-from banditkit.posteriors.base import ApplyFn, Posterior, PyTree, SpaceCell, as_obs, check_common_hyper
-from banditkit.posteriors.replay_sgd import (
-    FifoBuffer,
-    as_key,
-    check_buffer_args,
-    fifo_batch,
-    fifo_init,
-    fifo_push,
-    resolve_example_x,
-)
+from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, PyTree, as_obs, check_common_hyper
 
 Array = jax.Array
 
@@ -84,13 +77,15 @@ class NeuralLinearState(NamedTuple):
     cov_sqrt: Array  # (D_ℓ, D_ℓ) S with Σ = S Sᵀ (the weights' covariance is σ² Σ); (K, P_k, P_k) with arms=K
     a: Array  # () IG shape; (K,) per arm with arms=K, shared_noise=False
     b: Array  # () IG scale; likewise
-    buffer: FifoBuffer
+    buffer: replay.FifoBuffer
     step: Array  # () int32, updates so far
     key: Array
     rejected: Array  # () int32, retrainings discarded because the optimiser diverged (non-finite or worse fit)
+    space: ParamSpace  # layout of (h, ℓ) (static, no leaves)
 
 
 DIVERGENCE_RATIO = 2.0  # default: discard a retraining whose buffer loss ends more than twice where it started
+MIN_RETRAININGS_TO_WARN = 4  # diagnostics: fewer retrainings say too little to warn about
 
 
 def neural_linear(
@@ -141,28 +136,26 @@ def neural_linear(
             f"neural_linear is a Normal-Inverse-Gamma regression and needs a Gaussian likelihood, got "
             f"{type(likelihood).__name__}; use e.g. lofi/hilofi for Bernoulli or Categorical observations."
         )
-    check_buffer_args("neural_linear", buffer_size, batch_size)
-    for name, v in (("train_every", train_every), ("n_train_steps", n_train_steps)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"neural_linear: {name} must be an integer >= 1, got {v!r}")
-    for name, v in (("a0", a0), ("b0", b0), ("init_cov", init_cov)):
+    name = "neural_linear"
+    replay.check_buffer_args(name, buffer_size, batch_size)
+    replay.check_int(name, "train_every", train_every, 1)
+    replay.check_int(name, "n_train_steps", n_train_steps, 1)
+    for what, v in (("a0", a0), ("b0", b0)):
         if isinstance(v, (int, float)) and not v > 0:
-            raise ValueError(f"neural_linear: {name} must be > 0, got {v}")
+            raise ValueError(f"{name}: {what} must be > 0, got {v}")
     if not isinstance(divergence_ratio, (int, float)) or isinstance(divergence_ratio, bool) or not divergence_ratio > 1:
-        raise ValueError(f"neural_linear: divergence_ratio must be a number > 1 (float('inf') to accept every finite "
+        raise ValueError(f"{name}: divergence_ratio must be a number > 1 (float('inf') to accept every finite "
                          f"retraining), got {divergence_ratio!r}")
-    blocks = None if arms is None else ArmIndex(arms, "neural_linear")
+    if arms is not None:
+        per_arm.check_arms(arms, name)
     per_arm_noise = arms is not None and not shared_noise
-    cell = SpaceCell(last_layer)
     default_x = example_x
 
     # ---- the last-layer regression ------------------------------------------------------------------------
-    def design(h: Array, x) -> tuple[Array, Array]:
+    def design(space: ParamSpace, h: Array, x) -> tuple[Array, Array]:
         """``(Φ (C, D_ℓ), o (C,))`` at ``ℓ = 0``."""
-        s = cell.space
-        f = lambda ell: jnp.atleast_1d(apply_fn(s.merge(h, ell), x))
-        zero = jnp.zeros((s.size_last,), h.dtype)
-        return jax.jacrev(f)(zero), f(zero)
+        off, phi = replay.head_jacobian(apply_fn, space, h, jnp.zeros((space.size_last,), h.dtype), x)
+        return phi, off
 
     def _row(mu, sq, phi, r):
         """One square-root conjugate row update of ``(μ, S)``: ``(μ', S', e²/s*)``."""
@@ -173,13 +166,13 @@ def neural_linear(
         root = jnp.sqrt(s_star)
         return mu + sv * (e / s_star), sq - jnp.outer(sv, v) / (root * (root + 1.0)), e**2 / s_star
 
-    def add_row(post, phi: Array, r: Array):
+    def add_row(space: ParamSpace, post, phi: Array, r: Array):
         """Exact conjugate update with one scalar observation ``r = φᵀℓ + ε`` (square-root form)."""
         mu, sq, a, b = post
         if arms is None:
             mu, sq, e2 = _row(mu, sq, phi, r)
             return mu, sq, a + 0.5, b + 0.5 * e2
-        k, phi_k, i_k, seen = observed_block(phi, blocks.index)
+        k, phi_k, i_k, seen = per_arm.observed_block(phi, per_arm.arm_index(space, arms, name, last=True))
         mu_k, sq_k, e2 = _row(mu[i_k], jax.lax.dynamic_index_in_dim(sq, k, keepdims=False), phi_k, r)
         mu = mu.at[i_k].set(mu_k)
         sq = jax.lax.dynamic_update_index_in_dim(sq, sq_k, k, 0)
@@ -187,49 +180,41 @@ def neural_linear(
         da, db = 0.5 * w, 0.5 * w * e2
         return (mu, sq, *((a.at[k].add(da), b.at[k].add(db)) if per_arm_noise else (a + da, b + db)))
 
-    def prior_posterior(dtype):
-        d = cell.space.size_last
+    def add_rows(space: ParamSpace, post, phi: Array, r: Array):
+        """:func:`add_row` with each output ``c`` of one observation in turn (``φ = Φ_c``, ``r_c``)."""
+        for c in range(phi.shape[0]):
+            post = add_row(space, post, phi[c], r[c])
+        return post
+
+    def prior_posterior(space: ParamSpace, dtype):
+        d = space.size_last
         v = jnp.sqrt(jnp.asarray(init_cov, dtype))
         if arms is None:
             return jnp.zeros((d,), dtype), v * jnp.eye(d, dtype=dtype), jnp.asarray(a0, dtype), jnp.asarray(b0, dtype)
         ones = jnp.ones((arms,) if per_arm_noise else (), dtype)
-        return jnp.zeros((d,), dtype), v * blocks.eye(d, dtype), a0 * ones, b0 * ones
+        return jnp.zeros((d,), dtype), v * per_arm.eye_blocks(arms, d, dtype), a0 * ones, b0 * ones
 
-    def posterior_from_buffer(h: Array, buf: FifoBuffer, n: Array):
+    def posterior_from_buffer(space: ParamSpace, h: Array, buf: replay.FifoBuffer, n: Array):
         """NIG posterior of the first ``n`` buffer slots with the features of body ``h``: the prior updated
         with each buffered observation in turn (exactly the batch posterior; O(n·C·D_ℓ²)).  The loop body
         indexes the buffer with the loop counter, so XLA cannot hoist it out of a zero-trip loop."""
 
         def body(i, post):
-            phi, off = design(h, jax.tree_util.tree_map(lambda v: v[i], buf.x))
-            r = buf.y[i] - off
-            for c in range(phi.shape[0]):
-                post = add_row(post, phi[c], r[c])
-            return post
+            phi, off = design(space, h, jax.tree_util.tree_map(lambda v: v[i], buf.x))
+            return add_rows(space, post, phi, buf.y[i] - off)
 
-        return jax.lax.fori_loop(0, n, body, prior_posterior(h.dtype))
+        return jax.lax.fori_loop(0, n, body, prior_posterior(space, h.dtype))
 
     # ---- the body ---------------------------------------------------------------------------------------------
-    def loss(hl, x, y, w):
+    def loss(space: ParamSpace, hl, x, y, w):
         """Weighted least squares ``½·Σ_i w_i ‖y_i − f(h, ℓ; x_i)‖² / max(Σ w, 1)``.  The NIG model learns ``σ²``
         itself, so the body's fit must not depend on the likelihood's fixed obs_noise (its NLL would scale plain-SGD
         steps by 1/obs_noise²: ×100 at 0.1)."""
-        params = cell.space.merge(*hl)
+        params = space.merge(*hl)
         f = jax.vmap(lambda xi: jnp.atleast_1d(apply_fn(params, xi)))(x)
         return 0.5 * jnp.sum(w * jnp.sum((y - f) ** 2, axis=-1)) / jnp.maximum(jnp.sum(w), 1.0)
 
-    def train(h, ell, opt_state, buf, key, n_steps):
-        def body(i, carry):
-            hl, opt_state = carry
-            xb, yb, wb = fifo_batch(buf, jax.random.fold_in(key, i), batch_size)
-            grads = jax.grad(loss)(hl, xb, yb, wb)
-            updates, opt_state = optimizer.update(grads, opt_state, hl)
-            return optax.apply_updates(hl, updates), opt_state
-
-        (h, ell), opt_state = jax.lax.fori_loop(0, n_steps, body, ((h, ell), opt_state))
-        return h, ell, opt_state
-
-    def diverged(start, end, buf, key, n_checks):
+    def diverged(space: ParamSpace, start, end, buf, key, n_checks):
         """Whether the retraining ``start → end`` (``(h, ℓ_sgd)`` pairs) diverged: non-finite weights, or the loss
         on one batch (``key``'s) more than ``divergence_ratio`` times its value at ``start``.  The two losses run
         in a loop of ``n_checks`` (1 on a retraining step, else 0) trips, so other steps do not pay for them.  The
@@ -238,9 +223,9 @@ def neural_linear(
         every update (measured: 0.4 → 15 ms per update for 10 seeds with a 5000-point buffer; ``jnp.roll`` still
         left 0.5 ms)."""
         def body(i, losses):
-            batch = fifo_batch(buf, jax.random.fold_in(key, i), batch_size)
+            batch = replay.fifo_batch(buf, jax.random.fold_in(key, i), batch_size)
             xb, yb, wb = jax.tree_util.tree_map(lambda v: v[(jnp.arange(v.shape[0]) + i) % v.shape[0]], batch)
-            return loss(start, xb, yb, wb), loss(end, xb, yb, wb)
+            return loss(space, start, xb, yb, wb), loss(space, end, xb, yb, wb)
 
         finite = jnp.all(jnp.isfinite(end[0])) & jnp.all(jnp.isfinite(end[1]))
         if divergence_ratio == float("inf"):
@@ -251,58 +236,53 @@ def neural_linear(
 
     # ---- the contract -----------------------------------------------------------------------------------------
     def init(params, example_x: PyTree | None = None) -> NeuralLinearState:
-        space = cell.set(params)
+        space = ParamSpace.of(params, last_layer)
         h, ell = space.split(params)
         if arms is not None:
-            blocks.set(params, keep=space.is_last)
-        x0 = resolve_example_x("neural_linear", example_x, default_x)
-        out = jax.eval_shape(apply_fn, params, x0)
-        y0 = jnp.zeros(out.shape if out.shape else (1,), h.dtype)
-        mu, sq, a, b = prior_posterior(h.dtype)  # μ = 0, S = √init_cov I, a = a0, b = b0
-        return NeuralLinearState(h, ell, optimizer.init((h, ell)), mu, sq, a, b,
-                                 fifo_init(x0, y0, buffer_size), jnp.zeros((), jnp.int32), as_key(key),
-                                 jnp.zeros((), jnp.int32))
+            per_arm.arm_index(space, arms, name, last=True)  # the head must fit the per-arm layout: a clear error now
+        buf = replay.buffer_init(name, apply_fn, params, example_x, default_x, buffer_size, h.dtype)
+        mu, sq, a, b = prior_posterior(space, h.dtype)  # μ = 0, S = √init_cov I, a = a0, b = b0
+        return NeuralLinearState(h, ell, optimizer.init((h, ell)), mu, sq, a, b, buf, jnp.zeros((), jnp.int32),
+                                 replay.as_key(key), jnp.zeros((), jnp.int32), space)
 
     def predict(state: NeuralLinearState) -> NeuralLinearState:
         return state
 
     def update(state: NeuralLinearState, x, y) -> NeuralLinearState:
-        dt = state.hidden.dtype
-        y = as_obs(y, dt)
-        if y.shape != state.buffer.y.shape[1:]:
-            raise ValueError(f"neural_linear.update: y has shape {y.shape}, the model predicts "
-                             f"{state.buffer.y.shape[1:]}; pass y as (C,)")
-        if blocks is not None:
-            blocks.check_one_output(y.shape[0])
-        buf = fifo_push(state.buffer, x, y)
+        space = state.space
+        y = as_obs(y, state.hidden.dtype)
+        buf = replay.buffer_push(name, state.buffer, x, y, y.dtype)
+        if arms is not None:
+            per_arm.check_one_output(y.shape[0], arms, name)
         step = state.step + 1
         retrain = step % train_every == 0
         key, sub = jax.random.split(state.key)
-        check_key = jax.random.fold_in(sub, n_train_steps)  # train() folds in 0 … n_train_steps − 1
+        check_key = jax.random.fold_in(sub, n_train_steps)  # replay.fit folds in 0 … n_train_steps − 1
         n_sgd = jnp.where(retrain, n_train_steps, 0)
-        trained = train(state.hidden, state.head_sgd, state.opt_state, buf, sub, n_sgd)
+        (h, ell), opt_state = replay.fit(functools.partial(loss, space), optimizer, (state.hidden, state.head_sgd),
+                                         state.opt_state, buf, n_sgd, key=sub, batch_size=batch_size)
+        trained = (h, ell, opt_state)
         # a retraining that diverged (non-finite, or a much worse fit) is discarded: body, head, optimiser state kept
-        bad = retrain & diverged((state.hidden, state.head_sgd), trained[:2], buf, check_key, retrain.astype(jnp.int32))
+        bad = retrain & diverged(space, (state.hidden, state.head_sgd), (h, ell), buf, check_key,
+                                 retrain.astype(jnp.int32))
         h, ell, opt_state = jax.tree_util.tree_map(lambda n, o: jnp.where(bad, o, n), trained,
                                                    (state.hidden, state.head_sgd, state.opt_state))
         rejected = state.rejected + bad.astype(jnp.int32)
         # retraining step: posterior recomputed from the buffer (a zero-trip loop on the other steps)
         current = (state.mean_last, state.cov_sqrt, state.a, state.b)
         size = buf.y.shape[0]
-        refit = posterior_from_buffer(h, buf, jnp.where(retrain, jnp.minimum(buf.count, size), 0))
-        phi, off = design(h, x)
-        incremental = current
-        for c in range(phi.shape[0]):
-            incremental = add_row(incremental, phi[c], y[c] - off[c])
+        refit = posterior_from_buffer(space, h, buf, jnp.where(retrain, jnp.minimum(buf.count, size), 0))
+        phi, off = design(space, h, x)
+        incremental = add_rows(space, current, phi, y - off)
         mu, sq, a, b = jax.tree_util.tree_map(lambda r, i: jnp.where(retrain, r, i), refit, incremental)
-        return NeuralLinearState(h, ell, opt_state, mu, sq, a, b, buf, step, key, rejected)
+        return NeuralLinearState(h, ell, opt_state, mu, sq, a, b, buf, step, key, rejected, space)
 
     def predictive(state: NeuralLinearState, x) -> tuple[Array, Array]:
-        phi, off = design(state.hidden, x)
+        phi, off = design(state.space, state.hidden, x)
         sq, a, b, rows = state.cov_sqrt, state.a, state.b, phi
         if arms is not None:  # Φ is zero outside the observed arm's block
-            blocks.check_one_output(phi.shape[0])
-            k, phi_k, _, _ = observed_block(phi[0], blocks.index)
+            per_arm.check_one_output(phi.shape[0], arms, name)
+            k, phi_k, _, _ = per_arm.observed_block(phi[0], per_arm.arm_index(state.space, arms, name, last=True))
             sq, rows = jax.lax.dynamic_index_in_dim(sq, k, keepdims=False), phi_k[None, :]
             if per_arm_noise:
                 a, b = a[k], b[k]
@@ -319,12 +299,27 @@ def neural_linear(
             z = rng.normal(k2, state.mean_last.shape, dt)
             ell = state.mean_last + jnp.sqrt(sigma2) * (state.cov_sqrt @ z)
         else:  # S_k z_k per arm (Σ_k = S_k S_kᵀ)
-            draw = sample_blocks(k2, jnp.swapaxes(state.cov_sqrt, 1, 2)) * jnp.sqrt(sigma2)[..., None]
-            ell = state.mean_last + scatter_blocks(draw, blocks.index, state.mean_last.size)
-        return cell.space.merge(state.hidden, ell)
+            draw = per_arm.sample_blocks(k2, jnp.swapaxes(state.cov_sqrt, 1, 2)) * jnp.sqrt(sigma2)[..., None]
+            index = per_arm.arm_index(state.space, arms, name, last=True)
+            ell = state.mean_last + per_arm.scatter_blocks(draw, index, state.mean_last.size)
+        return state.space.merge(state.hidden, ell)
 
     def mean(state: NeuralLinearState):
-        return cell.space.merge(state.hidden, state.mean_last)
+        return state.space.merge(state.hidden, state.mean_last)
+
+    def diagnostics(state: NeuralLinearState) -> dict:
+        """``{"discarded_retrainings": [rejected, retrainings]}`` of one (unbatched) state, and a ``"warning"`` when
+        there were ``≥ MIN_RETRAININGS_TO_WARN`` retrainings and the divergence guard discarded more than half."""
+        rejected, total = (int(c) for c in _retraining_counts(state, train_every))
+        out: dict = {"discarded_retrainings": [rejected, total]}
+        if total >= MIN_RETRAININGS_TO_WARN and 2 * rejected > total:
+            out["warning"] = (
+                f"the neural-linear body's retraining diverged and was discarded in most retrainings ({rejected} of "
+                f"{total}), so its features barely learned.  Lower the optimizer's learning rate, use an adaptive one "
+                "(e.g. optax.adam), or raise batch_size; divergence_ratio= sets how much worse a retraining's fit may "
+                "get before it is discarded."
+            )
+        return out
 
     hyper = dict(last_layer=last_layer, buffer_size=buffer_size, train_every=train_every,
                  n_train_steps=n_train_steps, batch_size=batch_size, a0=a0, b0=b0, init_cov=init_cov,
@@ -333,7 +328,13 @@ def neural_linear(
         hyper.update(arms=arms, shared_noise=bool(shared_noise))
     if divergence_ratio != DIVERGENCE_RATIO:  # recorded only when set, so checkpoints from before the option still load
         hyper["divergence_ratio"] = float(divergence_ratio)
-    return Posterior(init, predict, update, predictive, sample, mean, name="neural_linear", hyper=hyper)
+    return Posterior(init, predict, update, predictive, sample, mean, name=name, hyper=hyper, diagnostics=diagnostics)
+
+
+def _retraining_counts(state: NeuralLinearState, train_every: int) -> tuple[Array, Array]:
+    """``(rejected, retrainings)``, each shaped like ``state.step``: the body is retrained on every
+    ``train_every``-th update and ``rejected`` counts the retrainings the divergence guard discarded."""
+    return state.rejected, state.step // train_every
 
 
 def discarded_retrainings(posterior: Posterior, state: Any) -> tuple[Array, Array] | None:
@@ -343,4 +344,4 @@ def discarded_retrainings(posterior: Posterior, state: Any) -> tuple[Array, Arra
     experiment runner warns when most of a seed's retrainings were discarded."""
     if posterior.name != "neural_linear" or not isinstance(state, NeuralLinearState):
         return None
-    return state.rejected, state.step // int(posterior.hyper["train_every"])
+    return _retraining_counts(state, int(posterior.hyper["train_every"]))

@@ -24,7 +24,9 @@ update with ``r_0`` on ``((x, c), c y)`` — no per-step rebuild, and the backen
 Cost per ``update``: one extra ``predictive`` of the backend and ``O(n C³)``.  The scaled model's JVP puts ``c`` on
 the parameter tangent, ``∂(c f)/∂θ · t = J (c t)``, so reverse mode forms ``Jᵀ v`` before scaling: the same
 computation as the predictive's, which XLA does once — the network's forward and backward passes are shared, and
-what the extra predictive adds is its covariance product ``J Σ⁻ Jᵀ``.
+what the extra predictive adds is its covariance product ``J Σ⁻ Jᵀ``.  The backend's hooks pass through: ``refit``
+(on the scaled model at ``c = 1``, i.e. the model itself; the noise belief is kept) and ``diagnostics`` (of the
+backend's state).
 
 Start at or above the noise you expect.  From above, early residuals are discounted by the wide predictive and
 ``r̂`` comes down smoothly (``tests/test_adaptive_noise.py``: linear model, true variance 0.25, start 6.25:
@@ -207,14 +209,10 @@ def _wrapped(factory: Callable, prior_count: float, forgetting: float, floor: fl
             return c * f, df + f * dc
 
         inner = factory(scaled_apply, Gaussian(r0), **kwargs)
-        takes_example = "example_x" in inspect.signature(inner.init).parameters
 
         def init(params, example_x=None) -> NoiseState:
             one = jnp.ones((), jnp.result_type(jax.tree_util.tree_leaves(params)[0]))
-            if takes_example and example_x is not None:
-                state = inner.init(params, example_x=(example_x, one))
-            else:
-                state = inner.init(params)
+            state = inner.init(params, example_x=None if example_x is None else (example_x, one))
             a0 = jnp.asarray(0.5 * prior_count, one.dtype)
             return NoiseState(state, a0, a0 * jnp.asarray(r0, one.dtype))
 
@@ -244,10 +242,23 @@ def _wrapped(factory: Callable, prior_count: float, forgetting: float, floor: fl
         def mean(state: NoiseState):
             return inner.mean(state.inner)
 
+        refit = diagnostics = None
+        if inner.refit is not None:
+
+            def refit(key: Array, state: NoiseState, xs, ys: Array, weights: Array) -> NoiseState:
+                # the backend's refit on its own inputs, (x, c = 1): the scaled model at c = 1 is the model
+                ones = jnp.ones(jnp.shape(weights), state.shape.dtype)  # (n, E)
+                return state._replace(inner=inner.refit(key, state.inner, (xs, ones), ys, weights))
+
+        if inner.diagnostics is not None:
+
+            def diagnostics(state: NoiseState) -> dict:
+                return inner.diagnostics(state.inner)
+
         hyper = dict(inner.hyper, noise_prior_count=prior_count, noise_forgetting=forgetting, noise_floor=floor,
                      noise_iterations=iterations)
         return Posterior(init, predict, update, predictive, sample, mean, name=f"adaptive_noise({inner.name})",
-                         hyper=hyper)
+                         hyper=hyper, refit=refit, diagnostics=diagnostics)
 
     build.__name__ = f"adaptive_noise({name})"
     build.__signature__ = inspect.signature(factory)  # the backend's keywords, for callers that look them up

@@ -9,11 +9,14 @@ Jacobian ``H_z = H_θ A (C, d)`` comes from one reverse pass per output through 
 The basis is kept row-wise, ``Aᵀ (d, P)``: ``θ = θ* + zᵀAᵀ`` and the reverse pass's ``Aᵀ g`` then both stream
 contiguous rows of length ``P``.  With the column layout ``A (P, d)`` XLA's CPU matrix–vector products are ~2× (the
 forward) and ~4× (the transpose) slower: LeNet5 at ``d = 470`` (a 114 MB basis, read twice per update) measured
-10.5 + 20.9 ms per pass pair against 5.7 + 4.8 ms.  Pass ``basis_rows=Aᵀ`` when the basis is built inside a traced
-function (the bandit agent does), so no transpose is left inside the loop; a ``(P, d)`` ``basis`` is transposed
-once, when the posterior is built.
+10.5 + 20.9 ms per pass pair against 5.7 + 4.8 ms.  A ``(P, d)`` ``basis`` is transposed once, when the posterior is
+built; ``basis_rows=Aᵀ`` is taken as it is.
 
-State: ``inner`` (the EKF / diagonal-EKF state over ``z``) and ``offset θ* (P,)``.
+State ``SubspaceState(inner, offset, basis_rows, space)``: the EKF / diagonal-EKF state over ``z``, the offset
+``θ* (P,)``, the basis ``Aᵀ (d, P)`` and the parameter layout (:class:`~banditkit.posteriors.base.ParamSpace`, static).
+The basis and offset live in the state, so one posterior object serves states with different subspaces (every seed of
+an agent fits its own) and a loaded state carries its subspace.  The inner filter reads them as part of its input:
+``update`` / ``predictive`` pass ``x_z = (x, θ*, Aᵀ, space)`` to the model over ``z``.
 
 predict:  ``z ← γ z`` (so ``θ`` shrinks toward ``θ*``), ``Σ_z ← γ² Σ_z + q I_d``
 update:   the EKF update of the inner filter on ``y ≈ m(f(A z + θ*, x))``
@@ -25,6 +28,20 @@ parameters passed to ``init``.  ``init(params)`` starts ``z`` at the least-squar
 ``params − θ*`` in the basis, ``z_0 = argmin ‖A z − (params − θ*)‖`` (``= Aᵀ(params − θ*)`` for orthonormal
 columns), so that ``mean(init(params))`` is the point of the subspace closest to ``params`` — zero in the usual
 case ``θ* = params`` — and the prior ``z ~ N(z_0, init_cov · I)`` is centred where the user's weights are.
+
+A learned subspace (no ``basis`` given): ``init`` stores a zero placeholder basis ``Aᵀ = 0 (dim, P)`` through the
+initial weights, and the posterior does not learn until ``refit`` (the :class:`~banditkit.posteriors.base.Posterior`
+hook) gives it a basis.  ``refit(key, state, xs, ys, weights)`` with ``xs`` (leading axes ``(n, E)``), ``ys (n, E,
+C)`` and ``weights (n, E)``:
+
+* ``n = 0``: a random orthonormal basis through the current mean, ``θ* = mean(state)`` (:func:`subspace_random`);
+* ``n > 0``: seed 002's fit, :func:`subspace_from_sgd` from ``θ_0 = mean(state)`` on the model of one example
+  ``g(θ, x_{i·}) = [f(θ, x_{i1}); …; f(θ, x_{iE})] (E, C)`` with the loss ``Σ_e w_ie · ½‖f(θ, x_ie) − y_ie‖²``
+  (``sgd=dict(loss=...)`` changes it), then ``A`` = the SVD of the iterates (``fit_basis="svd"``) or a random
+  orthonormal basis (``"random"``), through ``θ*`` = the final iterate.
+
+The returned state starts at ``z = 0`` (``θ = θ*``, prior ``N(0, init_cov · I)``) and has *not* seen the data.  With
+an explicit basis the subspace is fixed and ``refit`` is ``None``.
 
 Helpers that build ``(basis, offset)``:
 ``subspace_from_sgd``  seed 002's protocol: optax SGD (momentum) on warm-up data, keep every ``skip``-th iterate
@@ -48,17 +65,23 @@ from banditkit.convs import canonical_convs
 from banditkit.debug import nonfinite_fields
 from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors import linalg
-from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, SpaceCell, check_common_hyper
+from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, check_common_hyper
 from banditkit.posteriors.diag_ekf import diag_ekf
 from banditkit.posteriors.ekf import ekf
 
 Array = jax.Array
 PyTree = Any
 
+#: the warm-up SGD's settings when ``sgd=`` does not set them (seed 002's bandit agent, on unit-scale rewards)
+SGD_DEFAULTS = dict(n_iters=500, learning_rate=0.05, skip=2)
+_SGD_RESERVED = ("dim", "key", "mask", "basis")  # set by refit itself (dim=, fit_basis=, its key, the weights)
+
 
 class SubspaceState(NamedTuple):
     inner: Any  # EKFState or DiagEKFState over z (d,)
     offset: Array  # θ* (P,)
+    basis_rows: Array  # Aᵀ (d, P), one basis vector per row
+    space: ParamSpace  # the parameter layout (static, no leaves)
 
 
 def _flat_offset(offset, space: ParamSpace) -> Array:
@@ -80,6 +103,9 @@ def subspace_ekf(
     basis: Array | None = None,
     basis_rows: Array | None = None,
     offset: Array | PyTree | None = None,
+    dim: int | None = None,
+    fit_basis: str = "svd",
+    sgd: dict | None = None,
     init_cov: float = 1.0,
     covariance: str = "full",
     dynamics_cov: float = 0.0,
@@ -90,10 +116,17 @@ def subspace_ekf(
     Args:
       apply_fn: ``apply_fn(params, x) -> (C,)`` for one unbatched input.
       likelihood: observation model.
-      basis: ``A (P, d)``, columns spanning the subspace (orthonormal columns recommended).
+      basis: ``A (P, d)``, columns spanning the subspace (orthonormal columns recommended): a fixed subspace.
       basis_rows: the same basis as ``Aᵀ (d, P)``, one basis vector per row: the layout the filter computes with.
-        Give exactly one of ``basis`` / ``basis_rows``.
+        Give at most one of ``basis`` / ``basis_rows``.  With neither, the subspace is learned: ``init`` keeps a
+        zero placeholder and the posterior learns only after ``refit`` (a bandit agent calls it after its warm-up,
+        or at ``init`` without one).
       offset: ``θ* (P,)`` flat, or a parameter pytree, or ``None`` (= the params given to ``init``).
+      dim: ``d`` of a learned subspace (default 20); with a basis, ``d`` is the basis's (``dim`` must agree).
+      fit_basis: a learned subspace's basis after the SGD fit: ``"svd"`` (the iterates' principal directions, seed
+        002's EKF-Sub-SVD) or ``"random"`` (a random orthonormal basis through ``θ*``, EKF-Sub-RND).
+      sgd: :func:`subspace_from_sgd` settings of ``refit``'s fit (default :data:`SGD_DEFAULTS`:
+        ``n_iters=500, learning_rate=0.05, skip=2``; e.g. ``dict(n_iters=1000, learning_rate=0.8, clip_norm=0.1)``).
       init_cov: prior variance of each coordinate of ``z``.
       covariance: ``"full"`` (``d × d`` covariance, EKF) or ``"diagonal"`` (VD-EKF on ``z``).
       dynamics_cov: ``q``, random-walk variance of ``z`` per ``predict``.
@@ -102,64 +135,101 @@ def subspace_ekf(
     check_common_hyper("subspace_ekf", init_cov=init_cov, dynamics_cov=dynamics_cov, forgetting=forgetting)
     if covariance not in ("full", "diagonal"):
         raise ValueError(f"subspace_ekf: covariance={covariance!r} must be 'full' or 'diagonal'")
-    if (basis is None) == (basis_rows is None) or jnp.ndim(basis if basis_rows is None else basis_rows) != 2:
+    if basis is not None and basis_rows is not None:
         raise ValueError(
-            "subspace_ekf: give basis, a (P, d) array whose columns span the subspace (or basis_rows, its (d, P) "
-            "transpose), but not both; build one with subspace_from_sgd(...) or subspace_random(...)"
+            "subspace_ekf: give basis, a (P, d) array whose columns span the subspace, or basis_rows, its (d, P) "
+            "transpose, but not both (or neither, to learn the subspace with refit)"
         )
-    rows = basis_rows if basis_rows is not None else _rows_of(basis)
-    cell = SpaceCell()
+    given = basis if basis_rows is None else basis_rows
+    if given is not None and jnp.ndim(given) != 2:
+        raise ValueError(
+            f"subspace_ekf: the basis must be a matrix, (P, d) as basis or (d, P) as basis_rows; got shape "
+            f"{jnp.shape(given)}; build one with subspace_from_sgd(...) or subspace_random(...)"
+        )
+    rows = None if given is None else (basis_rows if basis_rows is not None else _rows_of(basis))
+    if rows is not None and dim is not None and dim != jnp.shape(rows)[0]:
+        raise ValueError(f"subspace_ekf: dim={dim} but the basis has d={jnp.shape(rows)[0]} directions")
+    d = jnp.shape(rows)[0] if rows is not None else (20 if dim is None else dim)
+    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
+        raise ValueError(f"subspace_ekf: dim must be an integer >= 1, got {dim!r}")
+    d = int(d)
+    if fit_basis not in ("svd", "random"):
+        raise ValueError(f"subspace_ekf: fit_basis={fit_basis!r} must be 'svd' or 'random'")
+    sgd_opts = dict(SGD_DEFAULTS, **(sgd or {}))
+    reserved = sorted(set(sgd_opts) & set(_SGD_RESERVED))
+    if reserved:
+        raise ValueError(f"subspace_ekf: sgd={sgd!r} sets {reserved}, which refit sets itself; pass dim= and "
+                         "fit_basis= to subspace_ekf instead")
 
-    def _theta_flat(z, off):  # θ* + Aᵀ-rows combination: (d,) @ (d, P) -> (P,)
-        return off + z @ jnp.asarray(rows, z.dtype)
-
-    def apply_z(z, xo):
-        x, off = xo
-        return apply_fn(cell.space.unravel(_theta_flat(z, off)), x)
+    def apply_z(z, xz):  # the model over z: x_z = (x, θ*, Aᵀ, space)
+        x, off, at, space = xz
+        return apply_fn(space.unravel(off + z @ at.astype(z.dtype)), x)
 
     make = ekf if covariance == "full" else diag_ekf
     inner = make(apply_z, likelihood, init_cov=init_cov, dynamics_cov=dynamics_cov, forgetting=forgetting)
 
-    def init(params) -> SubspaceState:
-        space = cell.set(params)
-        if jnp.shape(rows)[1] != space.size:
+    def _start(z0: Array, offset: Array, at: Array, space: ParamSpace) -> SubspaceState:
+        return SubspaceState(inner.init(z0), offset, at, space)
+
+    def init(params, example_x=None) -> SubspaceState:
+        space = ParamSpace.of(params)
+        if rows is not None and jnp.shape(rows)[1] != space.size:
             raise ValueError(
                 f"subspace_ekf: basis has {jnp.shape(rows)[1]} rows but the model has P={space.size} parameters; "
                 "the basis must be (P, d) in ravel_pytree order (basis_rows: (d, P))"
             )
+        if rows is None and d > space.size:
+            raise ValueError(f"subspace_ekf: dim={d} must be in [1, P={space.size}]")
         theta = space.ravel(params)
+        at = jnp.zeros((d, space.size), theta.dtype) if rows is None else jnp.asarray(rows, theta.dtype)
         off = _flat_offset(offset, space)
-        at = jnp.asarray(rows, theta.dtype)
         if off is None:
-            off = theta
-            z0 = jnp.zeros((at.shape[0],), theta.dtype)
-        else:
-            z0 = jnp.linalg.lstsq(at.T, theta - off)[0]
-        return SubspaceState(inner.init(z0), off)
+            return _start(jnp.zeros((d,), theta.dtype), theta, at, space)
+        return _start(jnp.linalg.lstsq(at.T, theta - off)[0], off, at, space)
 
     def predict(state: SubspaceState) -> SubspaceState:
-        return SubspaceState(inner.predict(state.inner), state.offset)
+        return state._replace(inner=inner.predict(state.inner))
+
+    def _xz(state: SubspaceState, x):
+        return (x, state.offset, state.basis_rows, state.space)
 
     def update(state: SubspaceState, x, y) -> SubspaceState:
-        return SubspaceState(inner.update(state.inner, (x, state.offset), y), state.offset)
+        return state._replace(inner=inner.update(state.inner, _xz(state, x), y))
 
     def predictive(state: SubspaceState, x) -> tuple[Array, Array]:
-        return inner.predictive(state.inner, (x, state.offset))
+        return inner.predictive(state.inner, _xz(state, x))
 
-    def _theta(z, off):
-        return cell.space.unravel(_theta_flat(z, off))
+    def _theta(state: SubspaceState, z: Array) -> PyTree:
+        return state.space.unravel(state.offset + z @ state.basis_rows.astype(z.dtype))
 
     def sample(key: Array, state: SubspaceState):
-        return _theta(inner.sample(key, state.inner), state.offset)
+        return _theta(state, inner.sample(key, state.inner))
 
     def mean(state: SubspaceState):
-        return _theta(inner.mean(state.inner), state.offset)
+        return _theta(state, inner.mean(state.inner))
 
-    hyper = dict(
-        init_cov=init_cov, covariance=covariance, dynamics_cov=dynamics_cov, forgetting=forgetting,
-        dim=int(jnp.shape(rows)[0]),
-    )
-    return Posterior(init, predict, update, predictive, sample, mean, name="subspace_ekf", hyper=hyper)
+    def refit(key: Array, state: SubspaceState, xs: PyTree, ys: Array, weights: Array) -> SubspaceState:
+        params = mean(state)
+        if jnp.shape(ys)[0] == 0:  # no observations: a random subspace through the current mean
+            a, off = subspace_random(key, params, d)
+        else:
+
+            def group_apply(p, xg):  # one example: its E observations, (E, C)
+                return jax.vmap(lambda x: jnp.atleast_1d(apply_fn(p, x)))(xg)
+
+            ys = jnp.asarray(ys)
+            mask = jnp.broadcast_to(jnp.asarray(weights, ys.dtype)[..., None], ys.shape)
+            a, off = subspace_from_sgd(group_apply, params, xs, ys, dim=d, key=key, mask=mask, basis=fit_basis,
+                                       **sgd_opts)
+        at = jnp.transpose(a).astype(off.dtype)  # (d, P): one basis vector per row, the filter's layout
+        return _start(jnp.zeros((d,), off.dtype), off, at, state.space)
+
+    hyper = dict(init_cov=init_cov, covariance=covariance, dynamics_cov=dynamics_cov, forgetting=forgetting, dim=d)
+    if rows is None:  # a learned subspace: how refit fits it (settings that are plain values)
+        plain = (bool, int, float, str, type(None))
+        hyper.update(fit_basis=fit_basis, sgd={k: v for k, v in sorted(sgd_opts.items()) if isinstance(v, plain)})
+    return Posterior(init, predict, update, predictive, sample, mean, name="subspace_ekf", hyper=hyper,
+                     refit=refit if rows is None else None)
 
 
 def _rows_of(basis: Array) -> Array:

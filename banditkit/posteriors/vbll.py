@@ -27,6 +27,7 @@ input for the buffer: ``example_x=`` to the factory or ``init(params, example_x)
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -35,15 +36,9 @@ import optax
 
 from banditkit import rng
 from banditkit.likelihoods import Gaussian, Likelihood
-from banditkit.posteriors.base import ApplyFn, Posterior, PyTree, SpaceCell, as_obs
-from banditkit.posteriors.replay_sgd import (
-    FifoBuffer,
-    check_buffer_args,
-    fifo_init,
-    fifo_mask,
-    fifo_push,
-    resolve_example_x,
-)
+from banditkit.posteriors import _replay as replay
+from banditkit.posteriors import linalg
+from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, PyTree
 
 Array = jax.Array
 
@@ -51,18 +46,13 @@ Array = jax.Array
 class VBLLState(NamedTuple):
     params: dict  # {"theta": (P,), "logdiag": (D_ℓ,), "offdiag": (D_ℓ, D_ℓ), "noise_logdiag": (C,)}
     opt_state: Any
-    buffer: FifoBuffer
+    buffer: replay.FifoBuffer
+    space: ParamSpace  # layout of θ and its last-layer block (static, no leaves)
 
 
-def head_features(cell: SpaceCell, apply_fn: ApplyFn, theta: Array, x) -> tuple[Array, Array]:
+def head_features(space: ParamSpace, apply_fn: ApplyFn, theta: Array, x) -> tuple[Array, Array]:
     """``(f (C,), Φ = ∂f/∂ℓ (C, D_ℓ))`` at ``θ`` for one input (``Φ`` = the last-layer features)."""
-    space = cell.space
-    h, ell = space.split(space.unravel(theta))
-
-    def f(e):
-        return jnp.atleast_1d(apply_fn(space.merge(h, e), x))
-
-    return f(ell), jax.jacrev(f)(ell)
+    return replay.head_jacobian(apply_fn, space, *space.split(space.unravel(theta)), x)
 
 
 def _chol(p: dict) -> Array:
@@ -89,89 +79,74 @@ def _vbll(
     if not isinstance(likelihood, Gaussian):
         raise ValueError(f"{name}: the VBLL head here is the regression head; pass likelihood=Gaussian(obs_noise) "
                          f"(got {type(likelihood).__name__}).")
-    check_buffer_args(name, buffer_size, None)
-    if not isinstance(n_inner, int) or isinstance(n_inner, bool) or n_inner < 0:
-        raise ValueError(f"{name}: n_inner must be an integer >= 0, got {n_inner!r}")
+    replay.check_buffer_args(name, buffer_size, None)
+    replay.check_int(name, "n_inner", n_inner, 0)
     for k, v in dict(prior_scale=prior_scale, init_cov_last=init_cov_last, learning_rate=learning_rate).items():
         if not v > 0:
             raise ValueError(f"{name}: {k} must be > 0, got {v!r}")
     if regularization_weight is not None and regularization_weight < 0:
         raise ValueError(f"{name}: regularization_weight must be >= 0 or None (= 1/n), got {regularization_weight!r}")
     opt = optax.adamw(learning_rate) if optimizer is None else optimizer
-    cell = SpaceCell(last_layer)
     default_x = example_x
 
     def init(params, example_x: PyTree | None = None) -> VBLLState:
-        space = cell.set(params)
+        space = ParamSpace.of(params, last_layer)
         theta = space.ravel(params)
         dt = theta.dtype
-        x0 = resolve_example_x(name, example_x, default_x)
-        c = jax.eval_shape(lambda q, xx: jnp.atleast_1d(apply_fn(q, xx)), params, x0).shape[0]
-        d = space.size_last
+        buf = replay.buffer_init(name, apply_fn, params, example_x, default_x, buffer_size, dt)
+        c, d = buf.y.shape[1], space.size_last
         p = {
             "theta": theta,
             "logdiag": jnp.full((d,), 0.5 * jnp.log(jnp.asarray(init_cov_last, dt)), dt),
             "offdiag": jnp.zeros((d, d), dt),
             "noise_logdiag": jnp.full((c,), 0.5 * jnp.log(jnp.asarray(likelihood.obs_noise, dt)), dt),
         }
-        return VBLLState(p, opt.init(p), fifo_init(x0, jnp.zeros((c,), dt), buffer_size))
+        return VBLLState(p, opt.init(p), buf, space)
 
-    def loss(p: dict, buf: FifoBuffer) -> Array:
-        w = fifo_mask(buf)
+    def loss(space: ParamSpace, p: dict, xs, ys, w: Array) -> Array:
+        """The negative ELBO above; ``w (B,)``: the buffer's fill mask."""
         n = jnp.maximum(jnp.sum(w), 1.0)
         chol = _chol(p)
         prec = jnp.exp(-2.0 * p["noise_logdiag"])  # σ⁻² (C,)
 
         def one(x, y):
-            f, phi = head_features(cell, apply_fn, p["theta"], x)
+            f, phi = head_features(space, apply_fn, p["theta"], x)
             quad = jnp.sum((phi @ chol) ** 2, axis=1)  # diag(Φ Σ Φᵀ)
             loglik = -0.5 * jnp.sum((y - f) ** 2 * prec - jnp.log(prec) + jnp.log(2 * jnp.pi))
             return loglik - 0.5 * jnp.sum(quad * prec)
 
-        data = jnp.sum(w * jax.vmap(one)(buf.x, buf.y)) / n
+        data = jnp.sum(w * jax.vmap(one)(xs, ys)) / n
         lam = 1.0 / n if regularization_weight is None else regularization_weight
         c = prec.shape[0]
         wishart = 0.5 * (dof + c + 1) * jnp.sum(jnp.log(prec)) - 0.5 * wishart_scale * jnp.sum(prec)
-        _, ell = cell.space.split(cell.space.unravel(p["theta"]))
+        _, ell = space.split(space.unravel(p["theta"]))
         d = ell.shape[0]
         kl = 0.5 * (jnp.sum(chol**2) / prior_scale + jnp.sum(ell**2) / prior_scale - d
                     + d * jnp.log(prior_scale) - 2.0 * jnp.sum(p["logdiag"]))
         return -(data + lam * (wishart - kl))
 
     def update(state: VBLLState, x, y) -> VBLLState:
-        y = as_obs(y, state.params["theta"].dtype)
-        if y.shape != state.buffer.y.shape[1:]:
-            raise ValueError(f"{name}.update: y has shape {y.shape}, the model predicts {state.buffer.y.shape[1:]}; "
-                             f"pass y as (C,)")
-        buf = fifo_push(state.buffer, x, y)
-
-        def body(i, carry):
-            p, o = carry
-            grads = jax.grad(loss)(p, buf)
-            upd, o = opt.update(grads, o, p)
-            return optax.apply_updates(p, upd), o
-
-        p, o = jax.lax.fori_loop(0, n_inner, body, (state.params, state.opt_state))
-        return VBLLState(p, o, buf)
+        buf = replay.buffer_push(name, state.buffer, x, y, state.params["theta"].dtype)
+        p, o = replay.fit(functools.partial(loss, state.space), opt, state.params, state.opt_state, buf, n_inner)
+        return VBLLState(p, o, buf, state.space)
 
     def predict(state: VBLLState) -> VBLLState:
         return state
 
     def predictive(state: VBLLState, x) -> tuple[Array, Array]:
         p = state.params
-        f, phi = head_features(cell, apply_fn, p["theta"], x)
+        f, phi = head_features(state.space, apply_fn, p["theta"], x)
         a = phi @ _chol(p)
-        return f, 0.5 * (a @ a.T + (a @ a.T).T) + jnp.diag(jnp.exp(2.0 * p["noise_logdiag"]))
+        return f, linalg.symmetrize(a @ a.T) + jnp.diag(jnp.exp(2.0 * p["noise_logdiag"]))
 
     def sample(key: Array, state: VBLLState):
-        p = state.params
-        space = cell.space
+        p, space = state.params, state.space
         h, ell = space.split(space.unravel(p["theta"]))
         z = rng.normal(key, ell.shape, ell.dtype)
         return space.merge(h, ell + _chol(p) @ z)
 
     def mean(state: VBLLState):
-        return cell.space.unravel(state.params["theta"])
+        return state.space.unravel(state.params["theta"])
 
     hyper = dict(
         last_layer=last_layer, buffer_size=buffer_size, n_inner=n_inner, learning_rate=learning_rate,
