@@ -64,7 +64,7 @@ class FullFeedbackWarmup(bk.agents.BanditAgent):
     def warmup(self, key, state, targets=None):
         import jax.numpy as jnp
 
-        if targets is None and self.is_subspace:
+        if targets is None and self.warmup_rounds > 0:
             buf = jnp.asarray(state.warmup.contexts, jnp.float32)
             ctx = jnp.asarray(self._warm_contexts)
             dist = jnp.sum(jnp.abs(ctx - buf[None]).reshape(ctx.shape[0], -1), axis=1)
@@ -93,7 +93,7 @@ def seed002_agents(*, num_actions: int, warmup_per_arm: int, dim: int = 470, sgd
     * ``ekf_sub_svd`` / ``ekf_sub_svd_diag``: τ = ``warmup_per_arm · K`` round-robin pulls, 1000 SGD steps
       (``sgd(sgd_lr, momentum 0.9)``, every 2nd iterate kept), ``d = dim``, ``Σ_z = 1e-4 I``, full / diagonal.
     * ``ekf_sub_rnd`` / ``ekf_sub_rnd_diag``: the same warm-up fit θ*, but a random orthonormal ``d``-dim basis
-      through it (``subspace_basis="random"``, the reference code's EKF-Sub-RND), same prior.
+      through it (``fit_basis="random"``, the reference code's EKF-Sub-RND), same prior.
     * ``neural_linear_lim`` / ``_unlim``: NIG last layer (``a0 = b0 = 6``, ``Σ0 = 4I``), body retrained every 100
       steps with 100 full-buffer steps of ``sgd(nl_lr, 0.9)``, FIFO buffer ``nl_buffers``; ``_unlim_mb``: the
       unlimited buffer with minibatches of ``nl_buffers[0]`` (a CPU-affordable variant, not the reference's).
@@ -116,15 +116,19 @@ def seed002_agents(*, num_actions: int, warmup_per_arm: int, dim: int = 470, sgd
     import optax
 
     tau = int(warmup_per_arm) * int(num_actions)
-    sub = dict(subspace_dim=dim, warmup_steps=tau, sgd_kwargs=dict(n_iters=1000, learning_rate=sgd_lr, skip=2))
+    # the subspace's fit settings are subspace_ekf's own (posterior kwargs); the warm-up length is the agent's
+    fit = dict(dim=dim, sgd=dict(n_iters=1000, learning_rate=sgd_lr, skip=2))
+    sub = dict(warmup_steps=tau)
     m = {} if model is None else dict(model=model)
     # arms=K: the head regression as one block per arm (the same NIG posterior as one dense block) — make_agent's
     # default on the envs' own models, set here for the K-output Dense heads passed as ``model`` (LeNet5, MLP1) too
     nl = dict(train_every=100, n_train_steps=100, optimizer=optax.sgd(nl_lr, momentum=0.9), a0=6.0, b0=6.0,
               init_cov=4.0, arms=int(num_actions))
     # seed 002's subspace prior Σ_z = 1e-4 I, full or diagonal (``agent_factory`` copies it per agent)
-    prior = dict(init_cov=1e-4)
+    prior = dict(init_cov=1e-4, **fit)
     prior_diag = dict(prior, covariance="diagonal")
+    rnd, rnd_diag = dict(prior, fit_basis="random"), dict(prior_diag, fit_basis="random")
+    nowarm, nowarm_diag = dict(init_cov=1e-4, dim=dim), dict(init_cov=1e-4, dim=dim, covariance="diagonal")
     diag = {}
     if full_feedback is not None:
         fseeds, fsteps = full_feedback
@@ -139,11 +143,10 @@ def seed002_agents(*, num_actions: int, warmup_per_arm: int, dim: int = 470, sgd
         # banditkit's agent default Gaussian(0.1) that every other agent here uses.
         "ekf_sub_svd_r1e-3": agent_factory("subspace_ekf-thompson", prior, obs_noise=1e-3, **sub, **m),
         "ekf_sub_svd_diag": agent_factory("subspace_ekf-thompson", prior_diag, **sub, **m),
-        "ekf_sub_rnd": agent_factory("subspace_ekf-thompson", prior, subspace_basis="random", **sub, **m),
-        "ekf_sub_rnd_diag": agent_factory("subspace_ekf-thompson", prior_diag, subspace_basis="random", **sub, **m),
-        "ekf_sub_rnd_nowarm": agent_factory("subspace_ekf-thompson", prior, subspace_dim=dim, warmup_steps=0, **m),
-        "ekf_sub_rnd_diag_nowarm": agent_factory("subspace_ekf-thompson", prior_diag, subspace_dim=dim, warmup_steps=0,
-                                          **m),
+        "ekf_sub_rnd": agent_factory("subspace_ekf-thompson", rnd, **sub, **m),
+        "ekf_sub_rnd_diag": agent_factory("subspace_ekf-thompson", rnd_diag, **sub, **m),
+        "ekf_sub_rnd_nowarm": agent_factory("subspace_ekf-thompson", nowarm, warmup_steps=0, **m),
+        "ekf_sub_rnd_diag_nowarm": agent_factory("subspace_ekf-thompson", nowarm_diag, warmup_steps=0, **m),
         "neural_linear_lim": agent_factory("neural_linear-thompson", dict(nl, buffer_size=nl_buffers[0]), **m),
         "neural_linear_unlim": agent_factory("neural_linear-thompson", dict(nl, buffer_size=nl_buffers[1]), **m),
         # Not the reference's agent: the unlimited buffer, but each of the 100 retraining steps takes a minibatch of
@@ -162,9 +165,11 @@ def seed002_agents(*, num_actions: int, warmup_per_arm: int, dim: int = 470, sgd
     # A bandit-protocol variant (reads no labels), opt-in so the default run stays the reference's: the warm-up SGD's
     # gradient clipped to global norm 0.1, which keeps every MNIST warm-up fit finite at lr 0.8
     # (studies/subspace_warmup/results/mnist_seed002_warmup_fit_clip0.1.md; unclipped, 4 of 16 diverge).
-    clip = dict(sub, sgd_kwargs=dict(sub["sgd_kwargs"], clip_norm=0.1))
-    agents["ekf_sub_svd_clip0.1"] = agent_factory("subspace_ekf-thompson", prior, **clip, **m)
-    agents["ekf_sub_svd_diag_clip0.1"] = agent_factory("subspace_ekf-thompson", prior_diag, **clip, **m)
+    def clipped(post):
+        return dict(post, sgd=dict(post["sgd"], clip_norm=0.1))
+
+    agents["ekf_sub_svd_clip0.1"] = agent_factory("subspace_ekf-thompson", clipped(prior), **sub, **m)
+    agents["ekf_sub_svd_diag_clip0.1"] = agent_factory("subspace_ekf-thompson", clipped(prior_diag), **sub, **m)
     for name in ("ekf_sub_svd_r1e-3", "ekf_sub_svd_clip0.1", "ekf_sub_svd_diag_clip0.1", "ekf_sub_rnd_nowarm",
                  "ekf_sub_rnd_diag_nowarm"):
         agents[name].opt_in = True

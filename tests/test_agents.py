@@ -200,16 +200,15 @@ def test_subspace_warmup_round_robin_then_fit():
         "subspace_ekf",
         "thompson",
         warmup_steps=tau,
-        subspace_dim=3,
-        sgd_kwargs=dict(n_iters=20, skip=2),
-        posterior_kwargs=dict(init_cov=0.5),
+        posterior_kwargs=dict(init_cov=0.5, dim=3, sgd=dict(n_iters=20, skip=2)),
     )
+    assert agent.warmup_rounds == tau  # the backend refits: the agent buffers the warm-up rounds
     state = agent.init(jax.random.PRNGKey(0), XS[0])
     actions = []
     for t, x in enumerate(XS[:6]):
         a, state = agent.act(jax.random.PRNGKey(t), state, x)
         if t == tau:  # the warm-up fit has just happened
-            rows = np.asarray(state.warmup.basis_rows)  # (d, P)
+            rows = np.asarray(state.posterior.basis_rows)  # (d, P)
             np.testing.assert_allclose(rows @ rows.T, np.eye(3), atol=1e-4)
             assert np.all(np.isfinite(np.asarray(state.posterior.inner.mean)))
         actions.append(int(a))
@@ -218,51 +217,75 @@ def test_subspace_warmup_round_robin_then_fit():
     # the buffer holds the warm-up rounds
     np.testing.assert_array_equal(np.asarray(state.warmup.actions), [0, 1, 0, 1])
     np.testing.assert_allclose(np.asarray(state.warmup.contexts), XS[:tau])
-    post = agent.posterior_for(state)
-    flat = jax.flatten_util.ravel_pytree(post.mean(state.posterior))[0]
-    expect = state.posterior.offset + state.warmup.basis_rows.T @ state.posterior.inner.mean
+    flat = jax.flatten_util.ravel_pytree(agent.posterior.mean(state.posterior))[0]
+    expect = state.posterior.offset + state.posterior.basis_rows.T @ state.posterior.inner.mean
     np.testing.assert_allclose(np.asarray(flat), np.asarray(expect), rtol=1e-5, atol=1e-6)
 
 
+def _warmed_up(agent, tau):
+    """The agent's state after τ round-robin rounds on ``XS`` and its warm-up fit (key 7)."""
+    state = agent.init(jax.random.PRNGKey(0), XS[0])
+    for t in range(tau):
+        state = agent.observe(state, XS[t], t % agent.num_actions, float(REWARDS[t]))
+    return agent.warmup(jax.random.PRNGKey(7), state)
+
+
 def test_subspace_random_basis_goes_through_the_warmup_fit():
-    """``subspace_basis="random"``: θ* is the warm-up SGD fit (as for the SVD basis), the basis a random draw."""
+    """``fit_basis="random"``: θ* is the warm-up SGD fit (as for the SVD basis), the basis a random draw."""
     tau, k = 4, 2
-    kw = dict(warmup_steps=tau, subspace_dim=3, sgd_kwargs=dict(n_iters=20, skip=2),
-              posterior_kwargs=dict(init_cov=0.5))
-    svd = BanditAgent(MLP(features=(4,), out=k), "subspace_ekf", "thompson", **kw)
-    rnd = BanditAgent(MLP(features=(4,), out=k), "subspace_ekf", "thompson", subspace_basis="random", **kw)
-    states = []
-    for agent in (svd, rnd):
-        state = agent.init(jax.random.PRNGKey(0), XS[0])
-        for t in range(tau):
-            state = agent.observe(state, XS[t], t % k, float(REWARDS[t]))
-        states.append(agent.warmup(jax.random.PRNGKey(7), state))
-    s_svd, s_rnd = states
+    post = dict(init_cov=0.5, dim=3, sgd=dict(n_iters=20, skip=2))
+    svd = BanditAgent(MLP(features=(4,), out=k), "subspace_ekf", "thompson", warmup_steps=tau, posterior_kwargs=post)
+    rnd = BanditAgent(MLP(features=(4,), out=k), "subspace_ekf", "thompson", warmup_steps=tau,
+                      posterior_kwargs=dict(post, fit_basis="random"))
+    s_svd, s_rnd = (_warmed_up(agent, tau) for agent in (svd, rnd))
     np.testing.assert_allclose(np.asarray(s_rnd.posterior.offset), np.asarray(s_svd.posterior.offset), atol=1e-6)
-    rows = np.asarray(s_rnd.warmup.basis_rows)
+    rows = np.asarray(s_rnd.posterior.basis_rows)
     np.testing.assert_allclose(rows @ rows.T, np.eye(3), atol=1e-5)
-    assert not np.allclose(rows, np.asarray(s_svd.warmup.basis_rows), atol=1e-3)
+    assert not np.allclose(rows, np.asarray(s_svd.posterior.basis_rows), atol=1e-3)
+    with pytest.raises(ValueError, match="fit_basis"):
+        BanditAgent(MLP(features=(4,), out=k), "subspace_ekf", "thompson", posterior_kwargs=dict(fit_basis="pca"))
+
+
+def test_deprecated_subspace_arguments_forward_to_the_backend():
+    """``subspace_dim`` / ``subspace_basis`` / ``sgd_kwargs`` still work (a DeprecationWarning naming the
+    posterior_kwargs to use) and give the same agent as the backend's own ``dim`` / ``fit_basis`` / ``sgd``."""
+    tau, k = 4, 2
+    model = MLP(features=(4,), out=k)
+    with pytest.warns(DeprecationWarning, match=r"posterior_kwargs=dict\(dim=\.\.\., fit_basis=\.\.\., sgd="):
+        old = BanditAgent(model, "subspace_ekf", "thompson", warmup_steps=tau, subspace_dim=3,
+                          subspace_basis="random", sgd_kwargs=dict(n_iters=20, skip=2))
+    new = BanditAgent(model, "subspace_ekf", "thompson", warmup_steps=tau,
+                      posterior_kwargs=dict(dim=3, fit_basis="random", sgd=dict(n_iters=20, skip=2)))
+    assert old.posterior.hyper == new.posterior.hyper and old.posterior.hyper["dim"] == 3
+    states = [_warmed_up(agent, tau) for agent in (old, new)]
+    for a, b in zip(jax.tree_util.tree_leaves(states[0]), jax.tree_util.tree_leaves(states[1]), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     with pytest.raises(ValueError, match="subspace_basis"):
-        BanditAgent(MLP(features=(4,), out=k), "subspace_ekf", "thompson", subspace_basis="pca", **kw)
+        BanditAgent(model, "subspace_ekf", "thompson", subspace_basis="pca")
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="only posterior_kwargs"):
+        BanditAgent(model, "subspace_ekf", "thompson", subspace_dim=3, posterior_kwargs=dict(dim=4))
+    with pytest.warns(DeprecationWarning):  # a backend without these settings ignores them, as before
+        assert BanditAgent(model, "ekf", "thompson", subspace_dim=3).warmup_rounds == 0
 
 
 def test_subspace_warmup_with_full_targets_fits_every_arm():
     """``warmup(key, state, targets)`` regresses all K outputs on the warm-up contexts (loss averaged over them),
     with the filter still fed the pulled arms only; the bandit-feedback default fits a different trajectory."""
     tau, k = 4, 2
-    agent = BanditAgent(MLP(features=(4,), out=k), "subspace_ekf", "thompson", warmup_steps=tau, subspace_dim=3,
-                        sgd_kwargs=dict(n_iters=20, skip=2), posterior_kwargs=dict(init_cov=0.5), reward_scale=2.0)
+    agent = BanditAgent(MLP(features=(4,), out=k), "subspace_ekf", "thompson", warmup_steps=tau, reward_scale=2.0,
+                        posterior_kwargs=dict(init_cov=0.5, dim=3, sgd=dict(n_iters=20, skip=2)))
     state = agent.init(jax.random.PRNGKey(0), XS[0])
+    params = agent.posterior.mean(state.posterior)  # the initial weights: the warm-up does not move the posterior
     for t in range(tau):
         state = agent.observe(state, XS[t], t % k, float(REWARDS[t]))
     targets = RNG.normal(size=(tau, k)).astype(np.float32)
     key = jax.random.PRNGKey(7)
     full = agent.warmup(key, state, targets)
     basis, offset = bk.posteriors.subspace_from_sgd(
-        agent.model.apply, state.warmup.params, XS[:tau], targets / 2.0, dim=3, key=key, n_iters=20, skip=2,
+        agent.model.apply, params, XS[:tau], targets / 2.0, dim=3, key=key, n_iters=20, skip=2,
         mask=np.full((tau, k), 1.0 / k),
     )
-    np.testing.assert_allclose(np.asarray(full.warmup.basis_rows), np.asarray(basis).T, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(full.posterior.basis_rows), np.asarray(basis).T, atol=1e-5)
     np.testing.assert_allclose(np.asarray(full.posterior.offset), np.asarray(offset), atol=1e-6)
     bandit = agent.warmup(key, state)
     assert not np.allclose(np.asarray(bandit.posterior.offset), np.asarray(offset), atol=1e-4)

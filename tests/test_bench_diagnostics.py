@@ -22,9 +22,8 @@ TAU, STEPS = 6, 12
 
 def test_full_feedback_warmup_uses_the_matching_seeds_targets():
     env = ToyBandit()
-    factory = A.full_feedback_warmup("subspace_ekf-thompson", dict(init_cov=0.5), [0, 1], STEPS,
-                                          model=MLP(features=(4,), out=3), subspace_dim=3, warmup_steps=TAU,
-                                          sgd_kwargs=dict(n_iters=20, skip=2))
+    factory = A.full_feedback_warmup("subspace_ekf-thompson", dict(init_cov=0.5, dim=3, sgd=dict(n_iters=20, skip=2)),
+                                     [0, 1], STEPS, model=MLP(features=(4,), out=3), warmup_steps=TAU)
     agent = factory(env)
     assert isinstance(agent, A.FullFeedbackWarmup)
     key = jax.random.PRNGKey(3)
@@ -53,8 +52,10 @@ def test_seed002_diagnostics_stay_out_of_the_default_agent_set():
     assert not any("clip" in n for n in default)
     env = ToyBandit()
     clipped, plain = agents["ekf_sub_svd_clip0.1"](env), agents["ekf_sub_svd"](env)
-    assert clipped.sgd_kwargs == dict(plain.sgd_kwargs, clip_norm=0.1)
-    assert agents["ekf_sub_svd_diag_clip0.1"](env).sgd_kwargs["clip_norm"] == 0.1
+    sgd = clipped.posterior.hyper["sgd"]  # subspace_ekf's own warm-up fit options
+    assert sgd == dict(plain.posterior.hyper["sgd"], clip_norm=0.1)
+    assert dict(clipped.posterior.hyper, sgd=None) == dict(plain.posterior.hyper, sgd=None)
+    assert agents["ekf_sub_svd_diag_clip0.1"](env).posterior.hyper["sgd"]["clip_norm"] == 0.1
 
 
 SEED003_DIAGNOSTICS = ("_r1e-2", "_r1e-4", "_bern", "_sigm", "_pred", "_coord", "_auth")

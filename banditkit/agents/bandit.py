@@ -17,23 +17,26 @@ Round t::
 ``observe`` applies the measurement update and then the time update (``predict``: forgetting / dynamics noise), so
 the stored belief is always the prior for the next round, which ``act`` uses.
 
-Warm-up (seed 002's subspace EKF, and optionally any backend): with ``warmup_steps = τ > 0`` the first τ rounds pull
-arms round-robin (``a = t mod K``); ``observe`` stores them in a fixed-size buffer in the state.  At round ``t = τ``
-``act`` first calls :meth:`BanditAgent.warmup`: for ``subspace_ekf`` it fits SGD to the warm-up data (bandit feedback:
-only the pulled arm's output enters the loss), builds ``A`` from the SVD of the iterates
-(``bk.posteriors.subspace_from_sgd``), re-initialises the subspace posterior at ``θ*`` and filters the τ warm-up
-observations through it (seed 002 Alg. 2); other backends are updated online during warm-up and ``warmup`` is the
-identity.  Without warm-up, ``subspace_ekf`` uses a random subspace through the initial weights.  The public ``act``
-does it automatically: with a concrete state by one jitted call, inside a trace by a ``lax.cond`` on the round
-counter (every round then carries the branch, and under ``vmap`` over seeds the batched predicate turns it into a
-select that runs the fit every round, so loops over many rounds should call ``warmup`` themselves, with the key
-``fold_in(round key, WARMUP_KEY)``).  The compiled runner does so: it ends a scan segment at ``t = τ`` and calls
+Warm-up (``warmup_steps = τ > 0``): the first τ rounds pull arms round-robin (``a = t mod K``).  A backend that
+declares a ``refit`` hook (:class:`~banditkit.posteriors.base.Posterior`; seed 002's subspace EKF, whose subspace is
+fitted to the warm-up data) is *not* updated during those rounds: ``observe`` stores them in a fixed-size buffer in
+the state (:class:`WarmupBuffer`), and at round ``t = τ`` ``act`` first calls :meth:`BanditAgent.warmup`, which hands
+the buffer to ``posterior.refit`` (for ``subspace_ekf``: SGD on the pulled arms' rewards, then the SVD basis of the
+iterates, ``bk.posteriors.subspace_from_sgd``) and filters the τ buffered observations through the refitted posterior
+(seed 002 Alg. 2).  Other backends are updated online during the warm-up and ``warmup`` is the identity.  With
+``τ = 0`` a backend with ``refit`` gets its data-free reset at ``init`` (``refit`` with no observations: for
+``subspace_ekf`` a random subspace through the initial weights).  The public ``act`` does the warm-up automatically:
+with a concrete state by one jitted call, inside a trace by a ``lax.cond`` on the round counter (every round then
+carries the branch, and under ``vmap`` over seeds the batched predicate turns it into a select that runs the fit every
+round, so loops over many rounds should call ``warmup`` themselves, with the key ``agent.warmup_key(round key)``, for
+the ``agent.warmup_rounds`` round).  The compiled runner does so: it ends a scan segment at ``t = τ`` and calls
 ``warmup`` once between two segments.
 """
 
 from __future__ import annotations
 
 import inspect
+import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -45,6 +48,7 @@ from banditkit import policies as _policies
 from banditkit import posteriors as _posteriors
 from banditkit.convs import canonical_convs
 from banditkit.likelihoods import Gaussian
+from banditkit.policies import propensity as _probs
 from banditkit.policies.base import Policy, output_candidates, point_candidates
 from banditkit.posteriors.base import Posterior, as_obs
 
@@ -52,20 +56,19 @@ Array = jax.Array
 PyTree = Any
 
 WARMUP_KEY = 0x5EED  # the warm-up fit's key is fold_in(round key at t = τ, WARMUP_KEY), in every loop
+PROPENSITY_KEY = 0x9A05  # a round's propensity draws use fold_in(round key, PROPENSITY_KEY), in every loop
 
 
 class WarmupBuffer(NamedTuple):
     contexts: PyTree  # (τ, *context_shape): the warm-up contexts
     actions: Array  # (τ,) int32
-    rewards: Array  # (τ,)
-    params: PyTree  # the initial network weights (start of the warm-up SGD)
-    basis_rows: Array  # (d, P) subspace basis Aᵀ, one basis vector per row (subspace_ekf only; (0, 0) otherwise)
+    rewards: Array  # (τ,) the rewards as observed (r / reward_scale)
 
 
 class AgentState(NamedTuple):
     posterior: Any  # the posterior backend's state
     step: Array  # int32: rounds observed so far
-    warmup: Any  # WarmupBuffer, or () without warm-up
+    warmup: Any  # WarmupBuffer for a backend with refit and τ > 0, else ()
 
 
 def selected_output(model_apply: Callable) -> Callable:
@@ -94,6 +97,32 @@ def _is_traced(tree) -> bool:
     return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(tree))
 
 
+def reset_posterior(posterior: Posterior, key: Array, state, example_x: PyTree, example_y: Array):
+    """``posterior.refit`` with no observations (``n = 0``): the backend's data-free reset (``subspace_ekf``: a random
+    subspace through the current mean).  ``example_x`` / ``example_y (C,)``: one input and one observation, which fix
+    the shapes of the empty batch ``xs (0, 1, ...)``, ``ys (0, 1, C)``, ``weights (0, 1)``.  The state unchanged for a
+    backend without ``refit``."""
+    if posterior.refit is None:
+        return state
+    empty = lambda a: jnp.zeros((0, 1, *jnp.shape(a)), jnp.result_type(a))
+    ys = empty(example_y)
+    return posterior.refit(key, state, jax.tree_util.tree_map(empty, example_x), ys, jnp.zeros((0, 1), ys.dtype))
+
+
+#: the deprecated BanditAgent arguments of the subspace warm-up and the posterior_kwargs that replace them
+_DEPRECATED = {"subspace_dim": "dim", "subspace_basis": "fit_basis", "sgd_kwargs": "sgd"}
+
+
+def accepts_keyword(factory: Callable, name: str) -> bool:
+    """Whether a backend factory takes the keyword argument ``name`` (read from its own signature; ``**kwargs``
+    takes any; ``False`` when the signature cannot be read)."""
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
 class BanditAgent:
     """Model + posterior + policy (see the module docstring).
 
@@ -108,11 +137,10 @@ class BanditAgent:
         network output into the expected reward.
       per_arm: the reward model scores one arm's features at a time (context ``(K, F...)``).
       posterior_kwargs: hyper-parameters for a backend given by name or factory.
-      warmup_steps: τ round-robin warm-up rounds before the policy takes over (``make_agent`` picks a default).
-      subspace_dim: ``d`` for ``subspace_ekf``; ``sgd_kwargs``: passed to ``subspace_from_sgd``.
-      subspace_basis: ``"svd"`` (default: the warm-up SGD iterates' principal directions, seed 002's EKF-Sub-SVD) or
-        ``"random"`` (a random orthonormal basis through the warm-up fit θ*, seed 002's EKF-Sub-RND).  Without
-        warm-up (``warmup_steps=0``) the basis is random and passes through the initial weights.
+      warmup_steps: τ round-robin warm-up rounds before the policy takes over (``make_agent`` picks a default for a
+        backend with ``refit``); see the module docstring.
+      subspace_dim, subspace_basis, sgd_kwargs: deprecated (``DeprecationWarning``): ``subspace_ekf``'s settings, now
+        ``posterior_kwargs=dict(dim=..., fit_basis=..., sgd=...)``; forwarded there to a backend that takes them.
       obs_noise: variance of the default Gaussian likelihood (with ``adaptive_noise``, its starting value).
       adaptive_noise: learn the Gaussian observation variance online (``True``, or a dict of
         :func:`banditkit.posteriors.adaptive_noise`'s settings) instead of keeping ``obs_noise`` fixed; for the
@@ -132,8 +160,8 @@ class BanditAgent:
         per_arm: bool = False,
         posterior_kwargs: dict | None = None,
         warmup_steps: int = 0,
-        subspace_dim: int = 20,
-        subspace_basis: str = "svd",
+        subspace_dim: int | None = None,
+        subspace_basis: str | None = None,
         sgd_kwargs: dict | None = None,
         obs_noise: float = 0.1,
         adaptive_noise: bool | dict = False,
@@ -148,21 +176,27 @@ class BanditAgent:
             raise ValueError(f"reward_scale must be > 0, got {reward_scale!r}")
         if warmup_steps < 0:
             raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps}")
-        if subspace_basis not in ("svd", "random"):
+        if subspace_basis is not None and subspace_basis not in ("svd", "random"):
             raise ValueError(f"subspace_basis must be 'svd' or 'random', got {subspace_basis!r}")
         self.model = model
         self.per_arm = bool(per_arm)
         self.likelihood = likelihood if likelihood is not None else Gaussian(obs_noise)
         self.policy = _policies.get(policy)
         self.warmup_steps = int(warmup_steps)
-        self.subspace_dim = int(subspace_dim)
-        self.subspace_basis = subspace_basis
-        self.sgd_kwargs = dict(sgd_kwargs or {})
+        # the deprecated subspace arguments, as given (None: not given); they live in posterior_kwargs now
+        self.subspace_dim, self.subspace_basis = subspace_dim, subspace_basis
+        self.sgd_kwargs = None if sgd_kwargs is None else dict(sgd_kwargs)
         self.num_actions = num_actions
         self.reward_scale = float(reward_scale)
         self.apply_fn = model.apply if self.per_arm else selected_output(model.apply)
         kwargs = dict(posterior_kwargs or {})
-        self._factory = None
+        deprecated = {k: v for k, v in (("subspace_dim", subspace_dim), ("subspace_basis", subspace_basis),
+                                 ("sgd_kwargs", self.sgd_kwargs)) if v is not None}
+        if deprecated:
+            use = ", ".join(f"{_DEPRECATED[k]}=..." for k in deprecated)
+            warnings.warn(f"BanditAgent({'=..., '.join(deprecated)}=...) is deprecated: pass "
+                          f"posterior_kwargs=dict({use}) (the subspace_ekf backend's own settings)", DeprecationWarning,
+                          stacklevel=2)
         if isinstance(posterior, Posterior):
             if kwargs:
                 raise ValueError("posterior_kwargs apply to a backend name or factory, not to a built Posterior")
@@ -179,19 +213,24 @@ class BanditAgent:
                 settings = adaptive_noise if isinstance(adaptive_noise, dict) else {}
                 factory = _posteriors.adaptive_noise(factory, **settings)
             self.posterior_name = getattr(factory, "__name__", str(posterior))
-            if getattr(factory, "backend", factory) is getattr(_posteriors, "subspace_ekf", None):
-                self._factory = (factory, kwargs)
-                self.posterior = None  # built per state (the basis lives in the state)
-            else:
-                self.posterior = factory(self.apply_fn, self.likelihood, **kwargs)
-        self.is_subspace = self._factory is not None
+            for k, v in deprecated.items():
+                new_key = _DEPRECATED[k]
+                if new_key in kwargs:
+                    raise ValueError(f"{k}= and posterior_kwargs[{new_key!r}] both set {new_key}; pass only "
+                                     f"posterior_kwargs")
+                if accepts_keyword(factory, new_key):  # other backends ignored these arguments, and still do
+                    kwargs[new_key] = v
+            self.posterior = factory(self.apply_fn, self.likelihood, **kwargs)
         self._template = None
         self._context_shapes = None
         self._jit_act = jax.jit(self._act)
         # observe / warmup may loop over batched gradients (body retraining, the warm-up SGD): keep their
         # convolutions in XLA:CPU's fast layout inside those loops (banditkit.convs)
         self._jit_observe = jax.jit(canonical_convs(self._observe))
+        self._jit_observe_batch = jax.jit(canonical_convs(self._observe_batch))
         self._jit_warmup = jax.jit(canonical_convs(self.warmup))
+        self._jit_probs = jax.jit(self._action_probabilities, static_argnames=("num_draws",))
+        self._jit_propensity = jax.jit(self._propensity, static_argnames=("num_draws",))
 
     # ---------------------------------------------------------------------------------------------------------
     def __repr__(self) -> str:
@@ -201,18 +240,35 @@ class BanditAgent:
     def name(self) -> str:
         return f"{self.posterior_name}-{self.policy.name}"
 
-    def _subspace_posterior(self, basis_rows: Array) -> Posterior:
-        factory, kwargs = self._factory
-        post = factory(self.apply_fn, self.likelihood, basis_rows=basis_rows, **kwargs)
-        zeros = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), self._template)
-        post.init(zeros)  # records the parameter layout (dead code under jit)
-        return post
+    @property
+    def warmup_rounds(self) -> int:
+        """τ when the posterior declares ``refit`` (the agent buffers the τ warm-up rounds and calls :meth:`warmup`
+        at round τ), else 0 (nothing happens between rounds)."""
+        return self.warmup_steps if self.posterior.refit is not None else 0
+
+    @staticmethod
+    def warmup_key(round_key: Array) -> Array:
+        """The key of :meth:`warmup` at round τ from that round's key (the one ``act`` is given): every loop derives
+        it this way, so the compiled and the Gymnasium loop fit the same warm-up."""
+        return jax.random.fold_in(round_key, WARMUP_KEY)
+
+    @staticmethod
+    def propensity_key(round_key: Array) -> Array:
+        """The key of a round's :meth:`propensity` (Monte-Carlo draws) from that round's ``act`` key: independent of
+        the draw that chose the action, and the same in every loop."""
+        return jax.random.fold_in(round_key, PROPENSITY_KEY)
 
     def posterior_for(self, state: AgentState) -> Posterior:
-        """The :class:`Posterior` that owns ``state.posterior`` (for ``subspace_ekf`` it depends on the basis)."""
-        if self.is_subspace:
-            return self._subspace_posterior(state.warmup.basis_rows)
+        """The :class:`Posterior` of ``state.posterior``: ``self.posterior``, the same for every state (kept for
+        code written when the subspace basis lived outside the posterior's state)."""
         return self.posterior
+
+    @property
+    def is_subspace(self) -> bool:
+        """Deprecated: whether the posterior has a warm-up fit (``refit``); use ``agent.warmup_rounds > 0``."""
+        warnings.warn("agent.is_subspace is deprecated: a backend that needs a warm-up fit declares refit; use "
+                      "agent.warmup_rounds > 0", DeprecationWarning, stacklevel=2)
+        return self.posterior.refit is not None
 
     def _example_input(self, context):
         return context[0] if self.per_arm else context
@@ -242,21 +298,16 @@ class BanditAgent:
                 self.num_actions = int(out.shape[0])
             elif self.num_actions != out.shape[0]:
                 raise ValueError(f"num_actions={self.num_actions} but the model returns {out.shape[0]} outputs")
-        if self.is_subspace:
-            from banditkit.posteriors import subspace_random
-
-            basis_rows = subspace_random(k_basis, params, self.subspace_dim)[0].T
-            post = self._subspace_posterior(basis_rows)
-        else:
-            basis_rows = jnp.zeros((0, 0), jnp.result_type(*jax.tree_util.tree_leaves(params)))
-            post = self.posterior
-        post_state = _init_posterior(post, params, self._observation(example_context, jnp.int32(0)))
+        x0 = self._observation(example_context, jnp.int32(0))
+        post_state = self.posterior.init(params, example_x=x0)
+        dtype = jnp.result_type(*jax.tree_util.tree_leaves(params))
+        if self.warmup_steps == 0:  # no warm-up to fit: the backend's data-free reset (if it has one)
+            post_state = reset_posterior(self.posterior, k_basis, post_state, x0, jnp.zeros((1,), dtype))
         warm: Any = ()
-        if self.warmup_steps > 0 or self.is_subspace:
+        if self.warmup_rounds > 0:
             tau = self.warmup_steps
-            dtype = jnp.result_type(*jax.tree_util.tree_leaves(params))
             ctx = jax.tree_util.tree_map(lambda c: jnp.zeros((tau, *jnp.shape(c)), jnp.result_type(c)), example_context)
-            warm = WarmupBuffer(ctx, jnp.zeros((tau,), jnp.int32), jnp.zeros((tau,), dtype), params, basis_rows)
+            warm = WarmupBuffer(ctx, jnp.zeros((tau,), jnp.int32), jnp.zeros((tau,), dtype))
         return AgentState(post_state, jnp.zeros((), jnp.int32), warm)
 
     # ---------------------------------------------------------------------------------------------------------
@@ -266,17 +317,47 @@ class BanditAgent:
             return point_candidates(posterior, self.model.apply, context, self.likelihood)
         return output_candidates(posterior, self.model.apply, context, self.num_actions, self.likelihood)
 
-    def _act(self, key: Array, state: AgentState, context) -> Array:
-        post = self.posterior_for(state)
+    def _round_robin(self, step: Array, k: int, mask: Array | None) -> Array:
+        """The warm-up arm of round ``step``: ``step mod K``, or with a mask the first available arm from there on
+        (cyclically)."""
+        first = step % k
+        if mask is None:
+            return first.astype(jnp.int32)
+        order = (jnp.arange(k) - first) % k
+        return jnp.argmin(jnp.where(jnp.asarray(mask, bool), order, k)).astype(jnp.int32)
+
+    def _in_warmup(self, state: AgentState) -> Array:
+        return state.step < self.warmup_steps
+
+    def _act(self, key: Array, state: AgentState, context, mask: Array | None = None) -> Array:
+        post = self.posterior
         reward_fn, moments_fn = self.candidates(post, context)
-        action = self.policy.choose(key, post, state.posterior, reward_fn, moments_fn)
+        if mask is None:
+            action = self.policy.choose(key, post, state.posterior, reward_fn, moments_fn)
+        else:  # unavailable arms score -inf (an all-true mask gives choose's action)
+            scores = self.policy.score(key, post, state.posterior, reward_fn, moments_fn)
+            action = jnp.argmax(_probs.masked(scores, mask)).astype(jnp.int32)
         if self.warmup_steps > 0:
-            k = self._k(context)
-            action = jnp.where(state.step < self.warmup_steps, state.step % k, action).astype(jnp.int32)
+            rr = self._round_robin(state.step, self._k(context), mask)
+            action = jnp.where(self._in_warmup(state), rr, action).astype(jnp.int32)
         return action
 
-    def act(self, key: Array, state: AgentState, context) -> tuple[Array, AgentState]:
+    def _check_mask(self, mask, context):
+        """``mask`` as a bool ``(K,)`` array (``None`` passes): one flag per arm, at least one arm available."""
+        if mask is None:
+            return None
+        k = self._k(context)
+        if tuple(jnp.shape(mask)) != (k,):
+            raise ValueError(f"mask must have one flag per arm, shape ({k},), got {tuple(jnp.shape(mask))}")
+        if not _is_traced(mask) and not np.any(np.asarray(mask)):
+            raise ValueError("mask marks no arm available: at least one arm must be available")
+        return jnp.asarray(mask, bool)
+
+    def act(self, key: Array, state: AgentState, context, mask: Array | None = None) -> tuple[Array, AgentState]:
         """Choose an arm for ``context``: ``(action int32, state)``.
+
+        ``mask``: ``(K,)`` booleans, the arms available this round (``None``: all); an unavailable arm is never
+        chosen (its score is ``-inf``; during the round-robin warm-up the next available arm is pulled).
 
         At round ``t = warmup_steps`` this first fits the warm-up (see the module docstring), with a key derived
         from ``key``; in a traced call that happens inside a ``lax.cond``.
@@ -284,21 +365,79 @@ class BanditAgent:
         self._check_ready(state)
         context = jax.tree_util.tree_map(jnp.asarray, context)
         self._check_context(context)
+        mask = self._check_mask(mask, context)
         if not _is_traced(context):
             from banditkit.validation import check_finite
 
             check_finite("context", context, hint="clean or impute the context before act()")
-        if self.warmup_steps > 0 and self.is_subspace:
-            k_warm = jax.random.fold_in(key, WARMUP_KEY)
+        if self.warmup_rounds > 0:
+            k_warm = self.warmup_key(key)
             if _is_traced((key, state, context)):
                 state = jax.lax.cond(
                     state.step == self.warmup_steps, lambda s: self.warmup(k_warm, s), lambda s: s, state
                 )
             elif int(state.step) == self.warmup_steps:
                 state = self._jit_warmup(k_warm, state)
-        if _is_traced((key, state, context)):
-            return self._act(key, state, context), state
-        return self._jit_act(key, state, context), state
+        if _is_traced((key, state, context, mask)):
+            return self._act(key, state, context, mask), state
+        return self._jit_act(key, state, context, mask), state
+
+    # ---------------------------------------------------------------------------------------------------------
+    def _action_probabilities(self, key, state, context, mask=None, num_draws: int = _probs.DEFAULT_DRAWS):
+        post = self.posterior
+        reward_fn, moments_fn = self.candidates(post, context)
+        probs = _probs.action_probabilities(self.policy, key, post, state.posterior, reward_fn, moments_fn,
+                                                 mask=mask, num_draws=num_draws)
+        if self.warmup_steps > 0:
+            k = probs.shape[0]
+            rr = jax.nn.one_hot(self._round_robin(state.step, k, mask), k, dtype=probs.dtype)
+            probs = jnp.where(self._in_warmup(state), rr, probs)
+        return probs
+
+    def action_probabilities(self, key: Array, state: AgentState, context, mask: Array | None = None, *,
+                             num_draws: int = _probs.DEFAULT_DRAWS) -> Array:
+        """``π(· | context)``, ``(K,)``: the distribution :meth:`act` draws its action from in ``state``.
+
+        Exact for greedy / UCB / EI / PI (one-hot; ties to the lowest index, as ``act``), ε-greedy
+        (``(1 − ε) 1{greedy} + ε / (available arms)``) and the round-robin warm-up (one-hot); otherwise (Thompson
+        sampling) the share of ``num_draws`` policy draws with keys ``split(key, num_draws)`` that pick each arm
+        (:mod:`banditkit.policies.propensity`).  Give a state after a warm-up fit (the one ``act`` returns).
+        """
+        self._check_ready(state)
+        context = jax.tree_util.tree_map(jnp.asarray, context)
+        self._check_context(context)
+        mask = self._check_mask(mask, context)
+        if _is_traced((key, state, context, mask)):
+            return self._action_probabilities(key, state, context, mask, num_draws)
+        return self._jit_probs(key, state, context, mask, num_draws=num_draws)
+
+    def _propensity(self, key, state, context, action, mask=None, num_draws: int = _probs.DEFAULT_DRAWS):
+        post = self.posterior
+        reward_fn, moments_fn = self.candidates(post, context)
+        p = _probs.taken_propensity(self.policy, key, post, state.posterior, reward_fn, moments_fn, action,
+                                         mask=mask, num_draws=num_draws)
+        if self.warmup_steps > 0:
+            p = jnp.where(self._in_warmup(state), jnp.ones_like(p), p)
+        return p
+
+    def propensity(self, key: Array, state: AgentState, context, action, mask: Array | None = None, *,
+                   num_draws: int = _probs.DEFAULT_DRAWS) -> Array:
+        """``π(action | context)`` of an action :meth:`act` chose in ``state`` (the state ``act`` returned): the
+        logged propensity of the round.
+
+        Exact where :meth:`action_probabilities` is; for Thompson sampling ``(c + 1) / (num_draws + 1)`` with ``c``
+        the draws among ``num_draws`` fresh ones (keys from ``key``, which must be independent of the key that chose
+        the action: use :meth:`propensity_key` of the round's key) that pick ``action`` — the chosen draw counted as
+        one more, so the propensity is never 0.
+        """
+        self._check_ready(state)
+        context = jax.tree_util.tree_map(jnp.asarray, context)
+        self._check_context(context)
+        mask = self._check_mask(mask, context)
+        action = jnp.asarray(action, jnp.int32)
+        if _is_traced((key, state, context, action, mask)):
+            return self._propensity(key, state, context, action, mask, num_draws)
+        return self._jit_propensity(key, state, context, action, mask, num_draws=num_draws)
 
     def _observation(self, context, action):
         if self.per_arm:
@@ -308,21 +447,20 @@ class BanditAgent:
         return x
 
     def _observe(self, state: AgentState, context, action: Array, reward: Array) -> AgentState:
-        post = self.posterior_for(state)
+        post = self.posterior
         dtype = jnp.result_type(*jax.tree_util.tree_leaves(state.posterior))
         y = as_obs(reward, dtype) / jnp.asarray(self.reward_scale, dtype)
         x = self._observation(context, action)
         new = post.predict(post.update(state.posterior, x, y))
         warm = state.warmup
-        if self.warmup_steps > 0:
+        if self.warmup_rounds > 0:  # buffered for the refit; the posterior starts after it
             in_warmup = state.step < self.warmup_steps
             i = jnp.clip(state.step, 0, self.warmup_steps - 1)
             buf = warm
             put = lambda arr, v: jnp.where(in_warmup, arr.at[i].set(jnp.asarray(v, arr.dtype)), arr)
             ctx = jax.tree_util.tree_map(put, buf.contexts, context)
             warm = buf._replace(contexts=ctx, actions=put(buf.actions, action), rewards=put(buf.rewards, y[0]))
-            if self.is_subspace:  # the subspace filter starts after the warm-up fit
-                new = jax.tree_util.tree_map(lambda a, b: jnp.where(in_warmup, a, b), state.posterior, new)
+            new = jax.tree_util.tree_map(lambda a, b: jnp.where(in_warmup, a, b), state.posterior, new)
         return AgentState(new, state.step + 1, warm)
 
     def observe(self, state: AgentState, context, action, reward) -> AgentState:
@@ -347,6 +485,39 @@ class BanditAgent:
             return self._observe(state, context, action, reward)
         return self._jit_observe(state, context, action, reward)
 
+    def _observe_batch(self, state: AgentState, contexts, actions: Array, rewards: Array) -> AgentState:
+        body = lambda st, row: (self._observe(st, *row), None)
+        return jax.lax.scan(body, state, (contexts, actions, rewards))[0]
+
+    def observe_batch(self, state: AgentState, contexts, actions, rewards) -> AgentState:
+        """Observe ``n`` rounds at once, in order: ``contexts`` with a leading axis ``n`` (each as ``act`` saw it),
+        ``actions (n,)``, ``rewards (n,)`` — delayed or batched feedback of rounds acted on earlier.  The result is
+        the state of ``n`` :meth:`observe` calls in that order (one compiled ``lax.scan``)."""
+        self._check_ready(state)
+        contexts = jax.tree_util.tree_map(jnp.asarray, contexts)
+        actions = jnp.asarray(actions, jnp.int32).reshape(-1)
+        rewards = jnp.asarray(rewards).reshape(-1)
+        n = actions.shape[0]
+        lead = [jnp.shape(c)[0] if jnp.ndim(c) else None for c in jax.tree_util.tree_leaves(contexts)]
+        if rewards.shape[0] != n or any(m != n for m in lead):
+            raise ValueError(f"observe_batch needs one context, action and reward per round: got {lead} contexts, "
+                             f"{n} actions, {rewards.shape[0]} rewards")
+        if n == 0:
+            return state
+        self._check_context(jax.tree_util.tree_map(lambda c: c[0], contexts))
+        if not _is_traced((contexts, actions, rewards)):
+            from banditkit.validation import check_finite
+
+            check_finite("rewards", rewards, hint="drop or impute those rounds before observe_batch()")
+            check_finite("contexts", contexts, hint="clean the contexts before observe_batch()")
+            k = self._k(jax.tree_util.tree_map(lambda c: c[0], contexts))
+            bad = np.flatnonzero((np.asarray(actions) < 0) | (np.asarray(actions) >= k))
+            if bad.size:
+                raise ValueError(f"actions out of range [0, {k}) at batch positions {bad[:8].tolist()}")
+        if _is_traced((state, contexts, actions, rewards)):
+            return self._observe_batch(state, contexts, actions, rewards)
+        return self._jit_observe_batch(state, contexts, actions, rewards)
+
     def _check_ready(self, state):
         if self._template is None or not isinstance(state, AgentState):
             raise RuntimeError("call agent.init(key, example_context) first and pass the state it returns")
@@ -364,76 +535,51 @@ class BanditAgent:
 
     # ---------------------------------------------------------------------------------------------------------
     def warmup(self, key: Array, state: AgentState, targets: Array | None = None) -> AgentState:
-        """Fit the subspace from the warm-up buffer (``subspace_ekf``), else the identity.  Pure and jittable.
+        """Refit the posterior to the warm-up buffer (a backend with ``refit``), else the identity.  Pure, jittable.
 
-        ``θ*, A = subspace_from_sgd(f, θ_0, warm-up data, dim=d, mask=pulled arm, basis=subspace_basis)``; the
-        posterior restarts at ``z = 0`` (``θ = θ*``) and filters the τ warm-up observations (predict after each update).
+        ``posterior.refit(key, state, xs, ys, weights)`` on the τ buffered rounds as ``n = τ`` examples of ``E = 1``
+        observation each: ``x`` = the posterior's input for the pulled arm (``(context, e_a)``, or the arm's feature
+        row per-arm), ``y`` = its observed reward, weight 1 (``subspace_ekf``: ``θ*, A = subspace_from_sgd`` on
+        ``½(f_a − y)²``, the pulled arm's output only).  Then the τ observations are filtered through the refitted
+        posterior (predict after each update).
 
         ``targets``: optional ``(τ, K)`` rewards of *every* arm for the τ warm-up contexts (raw rewards, as the
-        env pays them), when they are known — a labelled warm-up set.  The SGD fit then regresses all K outputs,
-        with the per-example loss averaged over them (``(1/K) Σ_k ½(f_k − y_k)²``, the same scale as the bandit
-        fit's one observed entry ``½(f_a − y_a)²``, so one learning rate serves both); the filter still sees only
-        the pulled arms' rewards.  This is what seed 002's reference code does (its warm-up loss,
+        env pays them), when they are known — a labelled warm-up set.  The refit then sees ``E = K`` observations per
+        example, one per arm, each with weight ``1/K`` (the loss ``(1/K) Σ_k ½(f_k − y_k)²``, the same scale as the
+        bandit fit's one observed entry ``½(f_a − y_a)²``, so one learning rate serves both); the filter still sees
+        only the pulled arms' rewards.  This is what seed 002's reference code does (its warm-up loss,
         ``l2_loss(...).mean()``, reads the full one-hot label vectors); the default ``None`` is bandit feedback.
         Multi-head models only.
         """
-        if not (self.is_subspace and self.warmup_steps > 0):
+        if self.warmup_rounds == 0:
             return state
-        from banditkit.posteriors import subspace_from_sgd
-
+        post = self.posterior
         buf: WarmupBuffer = state.warmup
-        k = self.num_actions
-        if self.per_arm:
-            xs = jax.tree_util.tree_map(lambda c: c[jnp.arange(self.warmup_steps), buf.actions], buf.contexts)
-            ys, mask, fit_apply = buf.rewards[:, None], None, self.model.apply
+        tau, k = self.warmup_steps, self.num_actions
+        observe = jax.vmap(self._observation)  # the posterior's input of (context, arm), per round
+        if targets is None:
+            xs = jax.tree_util.tree_map(lambda a: a[:, None], observe(buf.contexts, buf.actions))  # (τ, 1, ...)
+            ys = buf.rewards[:, None, None]
+            weights = jnp.ones((tau, 1), ys.dtype)
         else:
-            xs = buf.contexts
-            onehot = jax.nn.one_hot(buf.actions, k, dtype=buf.rewards.dtype)
-            ys, mask, fit_apply = onehot * buf.rewards[:, None], onehot, self.model.apply
-        if targets is not None:
-            want = (self.warmup_steps, k)
+            want = (tau, k)
             if self.per_arm or tuple(jnp.shape(targets)) != want:
                 raise ValueError(
                     f"warmup targets must have shape {want} (every arm's reward for each warm-up context) and need "
                     f"a multi-head model; got shape {tuple(jnp.shape(targets))}"
                     + (" with a per-arm model" if self.per_arm else "")
                 )
+            arms = jnp.arange(k, dtype=jnp.int32)
+            xs = jax.vmap(lambda c: jax.vmap(lambda a: self._observation(c, a))(arms))(buf.contexts)  # (τ, K, ...)
             scale = jnp.asarray(self.reward_scale, buf.rewards.dtype)
-            ys = jnp.asarray(targets, buf.rewards.dtype) / scale
-            mask = jnp.full(ys.shape, 1.0 / k, ys.dtype)  # the mean over the K observed entries
-        opts = dict(n_iters=500, learning_rate=0.05, skip=2, basis=self.subspace_basis)
-        opts.update(self.sgd_kwargs)
-        basis, offset = subspace_from_sgd(
-            fit_apply, buf.params, xs, ys, dim=self.subspace_dim, key=key, mask=mask, **opts
-        )
-        basis_rows = basis.T  # (d, P): one basis vector per row, the filter's layout
-        post = self._subspace_posterior(basis_rows)
-        params_star = _unravel_like(buf.params, offset)
-        pstate = _init_posterior(
-            post, params_star, self._observation(jax.tree_util.tree_map(lambda c: c[0], buf.contexts), jnp.int32(0))
-        )
+            ys = (jnp.asarray(targets, buf.rewards.dtype) / scale)[..., None]
+            weights = jnp.full((tau, k), 1.0 / k, ys.dtype)  # the mean over the K observed entries
+        pstate = post.refit(key, state.posterior, xs, ys, weights)
 
         def step(ps, i):
             ctx = jax.tree_util.tree_map(lambda c: c[i], buf.contexts)
             x = self._observation(ctx, buf.actions[i])
             return post.predict(post.update(ps, x, buf.rewards[i][None])), None
 
-        pstate, _ = jax.lax.scan(step, pstate, jnp.arange(self.warmup_steps))
-        return AgentState(pstate, state.step, buf._replace(basis_rows=basis_rows))
-
-
-def _init_posterior(post: Posterior, params: PyTree, example_x: PyTree):
-    """``post.init(params)``, passing ``example_x`` (one posterior input) to backends that keep a buffer of inputs."""
-    try:
-        sig = inspect.signature(post.init).parameters
-    except (TypeError, ValueError):  # pragma: no cover
-        sig = {}
-    if "example_x" in sig:
-        return post.init(params, example_x=example_x)
-    return post.init(params)
-
-
-def _unravel_like(params: PyTree, flat: Array) -> PyTree:
-    from jax.flatten_util import ravel_pytree
-
-    return ravel_pytree(params)[1](flat)
+        pstate, _ = jax.lax.scan(step, pstate, jnp.arange(tau))
+        return AgentState(pstate, state.step, buf)

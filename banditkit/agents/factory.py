@@ -23,14 +23,14 @@ one arm's block); ``posterior_kwargs=dict(arms=None)`` keeps one dense block.  T
 linear model instead (``MLP(features=(), out=K)``: LinTS / LinUCB); its arms share one noise variance under
 ``noise="nig"`` (``shared_noise=False``: one per arm, as in seed 002 App. A.1 and Riquelme et al.).
 Backend hyper-parameters default to :data:`DEFAULT_HYPER` (small ranks that run on a laptop); pass
-``posterior_kwargs=`` / ``policy_kwargs=`` / ``model=`` to override.
+``posterior_kwargs=`` / ``policy_kwargs=`` / ``model=`` to override (``subspace_ekf``'s subspace too:
+``posterior_kwargs=dict(dim=..., fit_basis=..., sgd=...)``).  A backend that declares ``refit`` (a fit to warm-up
+data: ``subspace_ekf``) gets ``warmup_steps = WARMUP_PER_ARM · K`` round-robin rounds unless ``warmup_steps=`` is given.
 """
 
 from __future__ import annotations
 
-import inspect
-
-from banditkit.agents.bandit import BanditAgent, backends
+from banditkit.agents.bandit import BanditAgent, accepts_keyword, backends
 from banditkit.likelihoods import Gaussian
 from banditkit.models import MLP, EmbeddingMLP, LeNet5
 from banditkit.policies import rules as _rules
@@ -61,6 +61,9 @@ DEFAULT_POLICY_HYPER: dict[str, dict] = {
     "ucb": dict(beta=1.0),
 }
 POINT_ESTIMATE_POLICIES = ("epsilon_greedy", "greedy")
+#: warm-up rounds per arm for a backend that declares ``refit`` (a fit to warm-up data: the subspace EKF), unless
+#: ``warmup_steps=`` is given
+WARMUP_PER_ARM = 10
 # Backends whose head covariance make_agent keeps as K per-arm blocks (``arms=K``) on the default multi-output model:
 # the same posterior as one dense block, at O(P_k²) per update instead of O(K² P_k²) (banditkit.posteriors.arms)
 ARM_BLOCK_BACKENDS = ("linear", "hilofi", "neural_linear", "kalman_last_layer")
@@ -147,13 +150,7 @@ def default_model(env, posterior: str = ""):
 
 def _filtered(factory, hyper: dict) -> dict:
     """The entries of ``hyper`` that ``factory`` accepts (all of them if it takes ``**kwargs``)."""
-    try:
-        params = inspect.signature(factory).parameters
-    except (TypeError, ValueError):  # pragma: no cover
-        return dict(hyper)
-    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
-        return dict(hyper)
-    return {k: v for k, v in hyper.items() if k in params}
+    return {k: v for k, v in hyper.items() if accepts_keyword(factory, k)}
 
 
 def reward_scale(env, rounds: int = 256) -> float:
@@ -230,13 +227,14 @@ def make_agent(
     lik = agent_kwargs.get("likelihood")
     if lik is None or isinstance(lik, Gaussian):  # Bernoulli/Categorical observations stay in {0, 1}
         kwargs["reward_scale"] = reward_scale(u)
-    if post_name == "subspace_ekf":
-        kwargs["warmup_steps"] = 10 * int(u.num_actions)
     kwargs.update(agent_kwargs)
     cls = BanditAgent if agent_class is None else agent_class
     if not (isinstance(cls, type) and issubclass(cls, BanditAgent)):
         raise TypeError(f"agent_class must be a BanditAgent subclass, got {cls!r}")
     agent = cls(model if model is not None else default, factory, policy, posterior_kwargs=hyper, **kwargs)
+    if "warmup_steps" not in agent_kwargs and agent.posterior.refit is not None:
+        # a backend that refits to warm-up data (the subspace EKF) gets 10 round-robin rounds per arm to refit to
+        agent.warmup_steps = WARMUP_PER_ARM * int(u.num_actions)
     agent.spec = spec
     if not kwargs.get("adaptive_noise"):  # a wrapped backend keeps the wrapper's name, adaptive_noise(NAME)
         agent.posterior_name = post_name

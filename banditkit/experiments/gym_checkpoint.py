@@ -7,7 +7,8 @@ The Gymnasium loop runs the seeds one after another.  A checkpoint holds::
     agent           that seed's agent state after round t_next − 1          (pytree, as ``agent.init`` makes it)
     actions[t_next] int64, rewards[t_next] float64   what the env was given and gave back in rounds 0..t_next−1
     offset          its cumulative regret after round t_next − 1
-    run_s, first_call_s, timed_steps, discarded      the timing and health totals so far
+    run_s, first_call_s, timed_steps                  the timing totals so far
+    diagnostics     {key: {seed: value}}          the finished seeds' posterior diagnostics (``Posterior.diagnostics``)
 
 An env is any Python object, so its state is not saved: it is *replayed*.  ``env.reset(seed=s)`` followed by
 ``env.step(a_t)`` for the saved actions puts a Gymnasium env whose randomness comes from its ``reset`` seed (the
@@ -43,7 +44,7 @@ class Progress:
     run_s: float = 0.0
     first_call_s: float = 0.0
     timed_steps: int = 0
-    discarded: dict[int, list[int]] = field(default_factory=dict)
+    diagnostics: dict[str, dict[int, Any]] = field(default_factory=dict)
 
 
 def save(path: str, run_key: dict, progress: Progress, state: Any) -> None:
@@ -59,7 +60,7 @@ def save(path: str, run_key: dict, progress: Progress, state: Any) -> None:
         run_s=float(progress.run_s),
         first_call_s=float(progress.first_call_s),
         timed_steps=int(progress.timed_steps),
-        discarded={str(k): [int(x) for x in v] for k, v in progress.discarded.items()},
+        diagnostics={key: {str(s): v for s, v in by_seed.items()} for key, by_seed in progress.diagnostics.items()},
     )
     tree = dict(agent=state, actions=np.asarray(progress.actions, np.int64).reshape(-1),
                 rewards=np.asarray(progress.rewards, np.float64).reshape(-1))
@@ -98,8 +99,16 @@ def read(path: str, run_key: dict) -> Progress:
         run_s=float(meta["run_s"]),
         first_call_s=float(meta["first_call_s"]),
         timed_steps=int(meta["timed_steps"]),
-        discarded={int(k): list(v) for k, v in meta["discarded"].items()},
+        diagnostics=_diagnostics(meta),
     )
+
+
+def _diagnostics(meta: dict) -> dict[str, dict[int, Any]]:
+    """The saved diagnostics; a checkpoint written before the diagnostics hook kept only ``discarded``."""
+    if "diagnostics" in meta:
+        return {key: {int(s): v for s, v in by_seed.items()} for key, by_seed in meta["diagnostics"].items()}
+    old = meta.get("discarded") or {}
+    return {"discarded_retrainings": {int(s): list(v) for s, v in old.items()}} if old else {}
 
 
 def load_seed(path: str, progress: Progress, template: Any) -> Any:

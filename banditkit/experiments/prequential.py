@@ -3,7 +3,7 @@
 Per seed ``s`` (``init`` key ``PRNGKey(s)``; the stream is the same for every seed, or built per seed when a
 callable ``seed -> Stream`` is given), one ``lax.scan`` over steps and ``vmap`` over seeds::
 
-    state_0 = post.init(params_s)
+    state_0 = post.init(params_s, example_x=x_0)          # then, for a backend with refit, its data-free reset
     step t:  state = post.predict(state)                 # time update (forgetting / drift)
              m_t, V_t = post.predictive(state, x_t)      # one-step-ahead moments, BEFORE y_t is seen
              metrics(m_t, V_t, y_t)
@@ -40,15 +40,27 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
+from banditkit.agents.bandit import reset_posterior
 from banditkit.convs import canonical_convs
 from banditkit.datasets.streams import Stream
-from banditkit.experiments.runner import _seeds
 from banditkit.posteriors.base import Posterior
 
 Array = jax.Array
 PyTree = Any
 METRICS = ["accuracy", "nlpd", "sq_error"]
 COLUMNS = ["agent", "seed", "step", "task_id", *METRICS, "accuracy_roll", "nlpd_roll", "rmse_roll"]
+
+
+def seed_list(seeds) -> list[int]:
+    """The seeds of a run: a count ``n`` gives ``0..n-1``; a sequence of integers is taken as it is."""
+    if isinstance(seeds, (int, np.integer)):
+        if seeds < 1:
+            raise ValueError(f"seeds must be >= 1 (a count) or a list of seeds, got {seeds}")
+        return list(range(int(seeds)))
+    out = [int(s) for s in seeds]
+    if not out:
+        raise ValueError("seeds is empty: pass a count (e.g. 5) or a list of integer seeds")
+    return out
 
 
 class StreamLearner(NamedTuple):
@@ -97,7 +109,8 @@ def _scan_fn(learner: StreamLearner, task: str):
 
     def one_seed(key, xs, ys):
         params = learner.init_params(key) if callable(learner.init_params) else learner.init_params
-        state = post.init(params)
+        state = post.init(params, example_x=xs[0])
+        state = reset_posterior(post, jax.random.fold_in(key, 1), state, xs[0], ys[0])  # a backend with refit
 
         def body(st, xy):
             x, y = xy
@@ -143,8 +156,8 @@ def run_stream(
       name: the ``agent`` column (default: the posterior's name).
       window: rolling-average window in steps.
     """
-    seed_list = _seeds(seeds)
-    streams = [stream(s) if callable(stream) else stream for s in seed_list]
+    seeds = seed_list(seeds)
+    streams = [stream(s) if callable(stream) else stream for s in seeds]
     if isinstance(learner, str):
         learner = default_learner(learner, streams[0])
     elif isinstance(learner, tuple) and not isinstance(learner, StreamLearner):
@@ -158,7 +171,7 @@ def run_stream(
     shared = all(s is streams[0] for s in streams)
     xs = jnp.asarray(streams[0].xs) if shared else jnp.stack([jnp.asarray(s.xs) for s in streams])
     ys = jnp.asarray(streams[0].ys) if shared else jnp.stack([jnp.asarray(s.ys) for s in streams])
-    keys = jnp.stack([jax.random.PRNGKey(s) for s in seed_list])
+    keys = jnp.stack([jax.random.PRNGKey(s) for s in seeds])
     axis = None if shared else 0
     fn = jax.jit(canonical_convs(jax.vmap(_scan_fn(learner, task), in_axes=(0, axis, axis))))  # banditkit.convs
     tic = time.perf_counter()
@@ -167,10 +180,10 @@ def run_stream(
     tic = time.perf_counter()
     out = jax.device_get(compiled(keys, xs, ys))
     run_s = time.perf_counter() - tic
-    n = len(seed_list)
+    n = len(seeds)
     cols = {
         "agent": np.repeat(np.array([label], dtype=object), n * steps),
-        "seed": np.repeat(np.asarray(seed_list, np.int64), steps),
+        "seed": np.repeat(np.asarray(seeds, np.int64), steps),
         "step": np.tile(np.arange(steps, dtype=np.int64), n),
         "task_id": np.concatenate([s.task_ids for s in streams]).astype(np.int64),
     }
@@ -200,7 +213,4 @@ def default_learner(spec: str, stream: Stream, features: Sequence[int] = (50,), 
         lik = Gaussian(1.0)
     model = MLP(features=tuple(features), out=c)
     x0 = jnp.asarray(stream.xs[0])
-    kw = dict(backend_kwargs)
-    if factory is posteriors.replay_sgd and "example_x" not in kw:
-        kw["example_x"] = x0
-    return StreamLearner(factory(model.apply, lik, **kw), lambda key: model.init(key, x0))
+    return StreamLearner(factory(model.apply, lik, **backend_kwargs), lambda key: model.init(key, x0))

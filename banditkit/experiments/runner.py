@@ -23,6 +23,13 @@ pseudo-regret of the chosen arm).  Timing is kept out of the rows: ``df.attrs["t
 advance together), and ``df.attrs["mode"]``.  ``run(record={column: fn})`` appends one column per function of the
 agent state after each round's ``observe`` (the compiled loop evaluates it inside the scan).
 
+Propensities (``run(propensities=True)``, both loops): each row also gets ``propensity``, the agent's probability
+``π(a_t | x_t)`` of the action it took (``BanditAgent.propensity`` with the key ``agent.propensity_key(key_t)``,
+independent of the draw that chose the action): exact for greedy / UCB / EI / PI / ε-greedy and the warm-up, for
+Thompson sampling a Monte-Carlo estimate over ``propensities`` draws (``True``: 256) plus the chosen one;
+``timing[agent]["propensity"]`` says which.  With the env's contexts (its functional form) the rows are a log in
+:mod:`banditkit.offline`'s format (``bk.offline.simulate.log_from_run``).
+
 Health check (compiled loop): after every scan segment one jitted reduction tells, per seed, whether every
 floating-point leaf of the agent state is finite.  A posterior that went NaN/inf still "acts" (``argmax`` of NaN
 scores is arm 0), so its rewards would pass for a result; instead the runner warns (``RuntimeWarning`` naming the
@@ -37,11 +44,14 @@ starts from its next round; the keys are ``fold_in(k_act, t)`` and the data pre-
 exactly those of a run never stopped.  The Gymnasium loop saves the seed in progress and replays its env
 (:mod:`banditkit.experiments.gym_checkpoint`).
 
-Discarded retrainings (both loops): a neural-linear posterior discards a body retraining that diverged
-(:mod:`banditkit.posteriors.neural_linear`), so a bad optimiser leaves finite but untrained features rather than
-NaNs.  The runner records ``timing["discarded_retrainings"] = {seed: [rejected, retrainings]}`` for such agents and
-warns (``RuntimeWarning``) when a seed had at least ``MIN_RETRAININGS_TO_WARN`` retrainings and more than half of
-them were discarded.
+Diagnostics (both loops): a backend that declares ``diagnostics`` (:class:`~banditkit.posteriors.base.Posterior`)
+reports numbers about each seed's final posterior state, ``{key: value}``; the runner records each key as
+``timing[key] = {seed: value}`` (e.g. a neural-linear posterior's ``discarded_retrainings = {seed: [rejected,
+retrainings]}``: body retrainings that diverged and were discarded, so a bad optimiser leaves finite but untrained
+features rather than NaNs) and shows the message under ``"warning"`` as a ``RuntimeWarning`` naming the seeds.
+
+Warm-up: an agent whose posterior refits to warm-up data (``agent.warmup_rounds = τ > 0``) has ``agent.warmup`` called
+once at round ``τ`` with the key ``agent.warmup_key(round key)``, in both loops.
 """
 
 from __future__ import annotations
@@ -58,11 +68,10 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from banditkit.agents.bandit import WARMUP_KEY
 from banditkit.convs import canonical_convs
 from banditkit.debug import _finite_flags
+from banditkit.experiments.prequential import seed_list as _seeds
 from banditkit.posteriors.base import Posterior
-from banditkit.posteriors.neural_linear import discarded_retrainings as discarded_retrainings_of
 
 COLUMNS = [
     "agent",
@@ -109,17 +118,6 @@ def _make_agent(agent, env):
     return agent
 
 
-def _seeds(seeds) -> list[int]:
-    if isinstance(seeds, (int, np.integer)):
-        if seeds < 1:
-            raise ValueError(f"seeds must be >= 1 (a count) or a list of seeds, got {seeds}")
-        return list(range(int(seeds)))
-    out = [int(s) for s in seeds]
-    if not out:
-        raise ValueError("seeds is empty: pass a count (e.g. 5) or a list of integer seeds")
-    return out
-
-
 def _agent_name(agent, name):
     if name is not None:
         return str(name)
@@ -162,6 +160,24 @@ def _check_record(record) -> dict[str, Callable]:
         if not callable(fn):
             raise TypeError(f"record[{k!r}] must be a function of the agent state, got {type(fn).__name__}")
     return dict(record)
+
+
+PROPENSITY = "propensity"  # the column of run(propensities=...)
+DEFAULT_PROPENSITY_DRAWS = 256
+
+
+def _propensity_draws(propensities, agent, record: dict) -> int:
+    """``run(propensities=...)`` as a number of Monte-Carlo draws (0: off; ``True``: 256), checked."""
+    if propensities is False or propensities is None or propensities == 0:
+        return 0
+    draws = DEFAULT_PROPENSITY_DRAWS if propensities is True else propensities
+    if isinstance(draws, bool) or not isinstance(draws, (int, np.integer)) or draws < 1:
+        raise ValueError(f"propensities must be True/False or a number of Monte-Carlo draws >= 1, got {propensities!r}")
+    if not hasattr(agent, "propensity"):
+        raise TypeError(f"propensities=True needs an agent with a propensity method (a BanditAgent), got {agent!r}")
+    if PROPENSITY in record:
+        raise ValueError(f"record has a column {PROPENSITY!r}, which propensities=True writes; rename it")
+    return int(draws)
 
 
 def _recorded(record: dict[str, Callable], state) -> tuple:
@@ -237,7 +253,7 @@ def _shardings(n_seeds: int):
     return padded, NamedSharding(mesh, PartitionSpec("seeds")), NamedSharding(mesh, PartitionSpec())
 
 
-def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink, checkpoint, save_every, record):
+def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink, checkpoint, save_every, record, draws=0):
     fbs = [u.functional(s, steps) for s in seeds]
     for s, fb in zip(seeds, fbs, strict=True):
         if np.shape(fb.index)[0] < steps or np.shape(fb.rewards)[0] < steps:
@@ -246,7 +262,7 @@ def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink, checkpoin
     n = len(seeds)
     padded, per_seed, replicated = _shardings(n)
     pad = lambda xs: list(xs) + [xs[-1]] * (padded - n)
-    tau = int(getattr(agent, "warmup_steps", 0)) if getattr(agent, "is_subspace", False) else 0
+    tau = int(getattr(agent, "warmup_rounds", 0))
     segments = _segments(steps, chunk, tau)
     total = segments[-1][0] + segments[-1][1]
 
@@ -280,14 +296,15 @@ def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink, checkpoin
             key_t = jax.random.fold_in(d["keys"][1], t)
             ctx = pool[d["index"][t]]
             a = agent._act(key_t, st, ctx)
+            p = agent._propensity(agent.propensity_key(key_t), st, ctx, a, None, draws) if draws else ()
             r = d["rewards"][t, a]
             st = agent._observe(st, ctx, a, r)
-            return st, (a, r, d["expected"][t, a], jnp.max(d["expected"][t]), _recorded(record, st))
+            return st, (a, r, d["expected"][t, a], jnp.max(d["expected"][t]), _recorded(record, st), p)
 
         return jax.lax.scan(step, state, t0 + jnp.arange(length))
 
-    def warm_one(state, d):  # the key BanditAgent.act derives at t = τ, so both loops fit the same subspace
-        return agent.warmup(jax.random.fold_in(jax.random.fold_in(d["keys"][1], tau), WARMUP_KEY), state)
+    def warm_one(state, d):  # the key BanditAgent.act derives at t = τ, so both loops fit the same warm-up
+        return agent.warmup(agent.warmup_key(jax.random.fold_in(d["keys"][1], tau)), state)
 
     out = {} if per_seed is None else dict(out_shardings=per_seed)  # keep every seed-axis array sharded
     init_v = jax.jit(jax.vmap(init_one, in_axes=(0, ctx_axis)), **out)
@@ -319,6 +336,8 @@ def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink, checkpoin
     run_key = dict(agent=name, seeds=[int(s) for s in seeds], steps=steps, segments=[list(g) for g in segments])
     if record:
         run_key["record"] = list(record)
+    if draws:
+        run_key["propensities"] = draws
     if checkpoint is not None and os.path.exists(checkpoint):
         state, t_next, offsets, nonfinite, run_s = _resume_state(checkpoint, state, run_key, per_seed)
     last_save = time.monotonic()
@@ -342,6 +361,8 @@ def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink, checkpoin
                     nonfinite[int(s)] = t0 + keep
             a, r, e, o = (np.asarray(x)[:n, :keep] for x in out[:4])
             rec = {k: np.asarray(v)[:n, :keep] for k, v in zip(record, out[4], strict=True)}
+            if draws:
+                rec = {PROPENSITY: np.asarray(out[5])[:n, :keep]} | rec
             df = _frame(name, seeds, a, r, e, o, offsets, start=t0, recorded=rec)
             df.attrs["nonfinite"] = dict(nonfinite)  # so far: seed -> the round by which its state went NaN/inf
             offsets = df.groupby("seed", sort=False)["cumulative_regret"].last().reindex(seeds).to_numpy()
@@ -355,8 +376,8 @@ def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink, checkpoin
         if bar is not None:
             bar.close()
     devices = len(jax.tree_util.tree_leaves(state)[0].sharding.device_set)  # where the seeds ran
-    discarded = discarded_retrainings(agent, getattr(state, "posterior", None), seeds)
-    warn_discarded(name, discarded, stacklevel=4)
+    diagnostics = _diagnostics(agent, getattr(state, "posterior", None), seeds)
+    _warn_diagnostics(name, diagnostics, stacklevel=4)
     if nonfinite:
         warnings.warn(
             f"{name}: the agent state went non-finite (NaN/inf) for seed(s) {sorted(nonfinite)} (by round "
@@ -374,7 +395,7 @@ def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink, checkpoin
         mode="compiled",
         devices=devices,
         nonfinite=nonfinite,
-    ) | (dict(discarded_retrainings=discarded) if discarded else {})
+    ) | _recorded_diagnostics(diagnostics)
 
 
 def _save_state(path, state, run_key: dict, t_next: int, offsets, nonfinite: dict, run_s: float) -> None:
@@ -399,34 +420,47 @@ def _resume_state(path, template, run_key: dict, per_seed):
     return state, int(meta["t_next"]), np.asarray(meta["offsets"], np.float64), nonfinite, float(meta["run_s"])
 
 
-MIN_RETRAININGS_TO_WARN = 4  # fewer retrainings say too little to warn about
-
-
-def discarded_retrainings(agent, posterior_state, seeds) -> dict[int, list[int]]:
-    """``{seed: [rejected, retrainings]}`` of a neural-linear agent's final posterior state (its leading axis is
-    the seed axis, padded seeds past ``len(seeds)`` ignored; a single state for one seed), ``{}`` for other agents."""
+def _diagnostics(agent, posterior_state, seeds, batched: bool = True) -> dict[str, dict[int, Any]]:
+    """``{key: {seed: value}}`` from the posterior's ``diagnostics`` hook on each seed's final state (``{}`` when the
+    backend has none).  ``batched``: the state's leading axis is the seed axis (padded seeds past ``len(seeds)``
+    ignored); else it is one seed's state and ``seeds`` names that seed."""
     post = getattr(agent, "posterior", None)
-    counts = discarded_retrainings_of(post, posterior_state) if isinstance(post, Posterior) else None
-    if counts is None:
+    if not isinstance(post, Posterior) or post.diagnostics is None or posterior_state is None:
         return {}
-    rejected, total = (np.atleast_1d(np.asarray(jax.device_get(c))) for c in counts)
-    return {int(s): [int(r), int(t)] for s, r, t in zip(seeds, rejected, total, strict=False)}
+    host = jax.device_get(posterior_state)
+    out: dict[str, dict[int, Any]] = {}
+    for i, s in enumerate(seeds):
+        one = jax.tree_util.tree_map(lambda a, i=i: a[i], host) if batched else host
+        for key, value in (post.diagnostics(one) or {}).items():
+            out.setdefault(str(key), {})[int(s)] = _plain(value)
+    return out
 
 
-def warn_discarded(name: str, counts: dict[int, list[int]], stacklevel: int = 3) -> None:
-    """Warn when a seed had ``≥ MIN_RETRAININGS_TO_WARN`` retrainings and the guard discarded more than half."""
-    bad = {s: rt for s, rt in counts.items() if rt[1] >= MIN_RETRAININGS_TO_WARN and 2 * rt[0] > rt[1]}
-    if not bad:
-        return
-    worst = max(bad, key=lambda s: bad[s][0] / bad[s][1])
-    warnings.warn(
-        f"{name}: the neural-linear body's retraining diverged and was discarded in most retrainings for seed(s) "
-        f"{sorted(bad)} (seed {worst}: {bad[worst][0]} of {bad[worst][1]}), so its features barely learned.  "
-        "Lower the optimizer's learning rate, use an adaptive one (e.g. optax.adam), or raise batch_size; "
-        "divergence_ratio= sets how much worse a retraining's fit may get before it is discarded.",
-        RuntimeWarning,
-        stacklevel=stacklevel,
-    )
+def _plain(value):
+    """A diagnostics value as plain Python (numbers, strings, lists): arrays and tuples of arrays become lists."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    arr = np.asarray(value)
+    return arr.item() if arr.ndim == 0 else arr.tolist()
+
+
+def _recorded_diagnostics(diagnostics: dict[str, dict[int, Any]]) -> dict[str, dict[int, Any]]:
+    """The timing entries of the diagnostics: every key but the ``"warning"`` messages (shown, not stored)."""
+    return {k: v for k, v in diagnostics.items() if k != "warning"}
+
+
+def _warn_diagnostics(name: str, diagnostics: dict[str, dict[int, Any]], stacklevel: int = 3) -> None:
+    """One ``RuntimeWarning`` per distinct ``"warning"`` message of the diagnostics, naming the seeds that gave it."""
+    by_message: dict[str, list[int]] = {}
+    for s, message in (diagnostics.get("warning") or {}).items():
+        if message:
+            by_message.setdefault(str(message), []).append(s)
+    for message, seeds in by_message.items():
+        warnings.warn(f"{name}: seed(s) {sorted(seeds)}: {message}", RuntimeWarning, stacklevel=stacklevel)
 
 
 def state_is_finite(state) -> jax.Array:
@@ -462,13 +496,15 @@ def _info_value(info, key, action=None):
     return float(v[action]) if action is not None else float(v)
 
 
-def _run_gym(agent, env, name, seeds, steps, chunk, progress, sink, checkpoint, save_every, record):
+def _run_gym(agent, env, name, seeds, steps, chunk, progress, sink, checkpoint, save_every, record, draws=0):
     from banditkit.experiments import gym_checkpoint as gck
 
     recorded = jax.jit(lambda st: _recorded(record, st))
     run_key = dict(agent=name, seeds=[int(s) for s in seeds], steps=steps, chunk=chunk)
     if record:
         run_key["record"] = list(record)
+    if draws:
+        run_key["propensities"] = draws
     resuming = checkpoint is not None and os.path.exists(checkpoint)
     pg = gck.read(checkpoint, run_key) if resuming else gck.Progress()
     bar = _progress(steps * len(seeds), name, progress)
@@ -476,6 +512,7 @@ def _run_gym(agent, env, name, seeds, steps, chunk, progress, sink, checkpoint, 
         bar.update(sum(pg.done.values()) + pg.t_next)
     last_save = time.monotonic()
     state = None
+    diagnostics = pg.diagnostics  # of every finished seed, a resumed run's earlier ones included (saved with them)
     try:
         for s in seeds:
             if s in pg.done:
@@ -488,13 +525,16 @@ def _run_gym(agent, env, name, seeds, steps, chunk, progress, sink, checkpoint, 
                 obs = gck.replay(env, s, pg.actions, pg.rewards)
             else:
                 pg.seed, pg.t_next, pg.offset, pg.actions, pg.rewards = s, 0, 0.0, [], []
-            rows = dict(a=[], r=[], e=[], o=[], rec=[])
+            rows = dict(a=[], r=[], e=[], o=[], rec=[], p=[])
             t0 = t_first = pg.t_next
             for t in range(t_first, steps):
                 tic = time.perf_counter()
                 key_t = jax.random.fold_in(k_act, t)
                 action, state = agent.act(key_t, state, obs)
                 a = int(action)
+                if draws:
+                    rows["p"].append(float(agent.propensity(agent.propensity_key(key_t), state, obs, a,
+                                                            num_draws=draws)))
                 next_obs, reward, terminated, truncated, info = env.step(a)
                 state = agent.observe(state, obs, a, reward)
                 dt = time.perf_counter() - tic
@@ -517,10 +557,12 @@ def _run_gym(agent, env, name, seeds, steps, chunk, progress, sink, checkpoint, 
                 if len(rows["a"]) == chunk or t == steps - 1 or done:
                     arr = [np.asarray(rows[k])[None] for k in ("a", "r", "e", "o")]
                     rec = {k: np.asarray([v[i] for v in rows["rec"]])[None] for i, k in enumerate(record)}
+                    if draws:
+                        rec = {PROPENSITY: np.asarray(rows["p"])[None]} | rec
                     df = _frame(name, [s], *arr, offsets=np.array([pg.offset]), start=t0, recorded=rec)
                     pg.offset = float(df["cumulative_regret"].iloc[-1])
                     t0 = pg.t_next = t + 1
-                    rows = dict(a=[], r=[], e=[], o=[], rec=[])
+                    rows = dict(a=[], r=[], e=[], o=[], rec=[], p=[])
                     sink.add(df)  # the rows first: a checkpoint never runs ahead of them
                     last = t == steps - 1 or done
                     if checkpoint is not None and not last and time.monotonic() - last_save >= save_every:
@@ -533,7 +575,8 @@ def _run_gym(agent, env, name, seeds, steps, chunk, progress, sink, checkpoint, 
                         f"seed {s}: the env ended after {t + 1} of {steps} steps; raise its max_steps", stacklevel=3
                     )
                     break
-            pg.discarded |= discarded_retrainings(agent, getattr(state, "posterior", None), [s])
+            for key, by_seed in _diagnostics(agent, getattr(state, "posterior", None), [s], batched=False).items():
+                diagnostics.setdefault(key, {}).update(by_seed)
             pg.done[s] = pg.t_next
             pg.seed, pg.t_next, pg.actions, pg.rewards = None, 0, [], []
             if checkpoint is not None:
@@ -542,7 +585,7 @@ def _run_gym(agent, env, name, seeds, steps, chunk, progress, sink, checkpoint, 
     finally:
         if bar is not None:
             bar.close()
-    warn_discarded(name, pg.discarded, stacklevel=4)
+    _warn_diagnostics(name, diagnostics, stacklevel=4)
     timed = max(pg.timed_steps, 1)
     return dict(
         compile_s=pg.first_call_s / len(seeds),
@@ -552,7 +595,7 @@ def _run_gym(agent, env, name, seeds, steps, chunk, progress, sink, checkpoint, 
         seeds=len(seeds),
         mode="gymnasium",
         devices=1,
-    ) | (dict(discarded_retrainings=pg.discarded) if pg.discarded else {})
+    ) | _recorded_diagnostics(diagnostics)
 
 
 # ------------------------------------------------------------------------------------------------- public API
@@ -571,6 +614,7 @@ def run(
     checkpoint: str | os.PathLike | None = None,
     save_every: float = 60.0,
     record: dict[str, Callable[[Any], Any]] | None = None,
+    propensities: bool | int = False,
     **env_kwargs,
 ) -> pd.DataFrame:
     """Run one agent on a bandit environment for ``steps`` rounds and each seed; a tidy DataFrame.
@@ -609,6 +653,8 @@ def run(
         returns ``None`` (it does not apply to this agent: ``noise_variance`` of a posterior whose variance is fixed)
         gives NaN, so one ``record`` serves a :func:`compare` of different agents.  In the compiled loop it runs
         inside the scan (no extra pass).
+      propensities: ``True`` (or a number of Monte-Carlo draws, default 256) adds the column ``propensity``: the
+        agent's probability of each action it took (the module docstring); needs a :class:`BanditAgent`.
 
     Returns:
       DataFrame with columns ``agent, seed, step, action, reward, expected_reward, optimal_reward, regret,
@@ -650,10 +696,15 @@ def run(
         checkpoint = os.fspath(checkpoint)
         os.makedirs(os.path.dirname(os.path.abspath(checkpoint)), exist_ok=True)
     record = _check_record(record)
+    draws = _propensity_draws(propensities, agent, record)
     sink = _Sink(csv_path, on_chunk)
     loop = _run_compiled if compiled else _run_gym
     timing = loop(agent, u if compiled else env, label, seed_list, steps, chunk, progress, sink, checkpoint, save_every,
-                  record)
+                  record, draws=draws)
+    if draws:
+        from banditkit.policies.propensity import is_exact
+
+        timing["propensity"] = "exact" if is_exact(agent.policy) else f"monte-carlo ({draws} draws + the chosen one)"
     df = sink.frame()
     df.attrs["timing"] = {label: timing}
     df.attrs["mode"] = timing["mode"]
@@ -727,4 +778,5 @@ def checkpoint_round(path: str | os.PathLike) -> int:
     return min(checkpoint_rounds(path).values(), default=0)
 
 
-_RUN_KEYS = {"compiled", "progress", "chunk_size", "on_chunk", "csv_path", "checkpoint", "save_every", "record"}
+_RUN_KEYS = {"compiled", "progress", "chunk_size", "on_chunk", "csv_path", "checkpoint", "save_every", "record",
+             "propensities"}

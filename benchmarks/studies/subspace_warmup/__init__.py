@@ -32,7 +32,6 @@ import numpy as np
 import pandas as pd
 
 import banditkit as bk
-from banditkit.agents.bandit import WARMUP_KEY
 from banditkit.models import MLP, LeNet5
 from benchmarks import agents as A
 from benchmarks.harness import options, provenance, tables
@@ -52,7 +51,7 @@ def warmup_rounds(agent, fb, seed: int) -> tuple[object, jax.Array]:
     tau, k = agent.warmup_steps, agent.num_actions  # K is known after init
     for t in range(tau):
         state = agent._jit_observe(state, ctx[t], t % k, rewards[t, t % k])
-    return state, jax.random.fold_in(jax.random.fold_in(keys[1], tau), WARMUP_KEY)
+    return state, agent.warmup_key(jax.random.fold_in(keys[1], tau))
 
 
 def fit(agent, fb, seed: int, full: bool) -> tuple[object, float]:
@@ -83,9 +82,13 @@ def main(argv=None) -> None:
     rows = []
     for mname in [m.strip() for m in args.models.split(",") if m.strip()]:
         model = MLP(features=(50,), out=10) if mname == "mlp1" else LeNet5(out=10)
-        agent = A.seed002_agents(num_actions=10, warmup_per_arm=20, sgd_lr=0.8, model=model)["ekf_sub_svd"](env)
-        if args.clip_norm is not None:
-            agent.sgd_kwargs["clip_norm"] = args.clip_norm
+        name = "ekf_sub_svd"
+        agent = A.seed002_agents(num_actions=10, warmup_per_arm=20, sgd_lr=0.8, model=model)[name](env)
+        if args.clip_norm is not None:  # subspace_ekf's own fit option: rebuild the agent with it
+            post = dict(A.seed002_agents(num_actions=10, warmup_per_arm=20, sgd_lr=0.8, model=model)[name].hyper)
+            post = {k: v for k, v in post.items() if k not in ("warmup_steps", "model")}
+            post["sgd"] = dict(post["sgd"], clip_norm=args.clip_norm)
+            agent = A.agent_factory("subspace_ekf-thompson", post, warmup_steps=agent.warmup_steps, model=model)(env)
         tau = agent.warmup_steps
         for seed in range(args.seeds):
             fb = u.functional(seed, STEPS)
