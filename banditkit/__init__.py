@@ -2,7 +2,7 @@
 
 ``import banditkit as bk`` registers the Gymnasium environments (``banditkit/...-v0``) and exposes the
 subpackages ``posteriors, likelihoods, models, policies, agents, environments, datasets, bo, experiments,
-plotting, memory, threads, convs, rng`` plus the shortcuts ``bk.run, bk.compare, bk.summarize, bk.plot_regret,
+offline, plotting, memory, threads, convs, rng`` plus the shortcuts ``bk.run, bk.compare, bk.summarize, bk.plot_regret,
 bk.BayesOpt``.
 """
 
@@ -18,6 +18,7 @@ from banditkit import (  # noqa: F401
     likelihoods,
     memory,
     models,
+    offline,
     plotting,
     policies,
     posteriors,

@@ -1,0 +1,145 @@
+"""``evaluate(log, policies)``: an off-policy evaluation table — every target policy × every estimator, with
+intervals, weight diagnostics and the logging policy's own on-policy value.
+
+::
+
+    table = bk.offline.evaluate(log, {"greedy-hilofi": (agent, state), "always-0": np.zeros(n, int)},
+                                reward_model="linear")
+
+One row per ``(policy, estimator)`` with columns ``policy, estimator, value, stderr, lower, upper, n, interval,
+ess, max_weight, mean_weight`` (the weight diagnostics of :func:`~banditkit.offline.estimators.weight_diagnostics`,
+NaN for DM), and a row ``policy = "logging", estimator = "on_policy"``: the mean logged reward, the logging
+policy's value on the same traffic, to compare the targets with.  ``table.attrs`` records the reward model, the
+interval level, Switch-DR's ``τ`` and, per agent target, whether its probabilities are exact or a ``num_draws``
+Monte-Carlo estimate.
+
+Without propensities in the log only DM is computed (IPS-family estimators asked for by name raise); without a
+reward model (``reward_model=None``) only IPS and SNIPS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from banditkit.offline import estimators as est
+from banditkit.offline.intervals import estimate
+from banditkit.offline.log import load
+from banditkit.offline.reward_model import reward_predictions
+from banditkit.offline.targets import target_probabilities
+from banditkit.policies.propensity import DEFAULT_DRAWS, is_exact
+
+COLUMNS = ["policy", "estimator", "value", "stderr", "lower", "upper", "n", "interval", "ess", "max_weight",
+           "mean_weight"]
+
+
+def _estimators(names, has_p: bool, has_model: bool) -> list[str]:
+    if names is None:
+        return [e for e in est.ESTIMATORS
+                if (has_p or e not in est.NEED_PROPENSITY) and (has_model or e not in est.NEED_MODEL)]
+    out = []
+    for name in names:
+        key = str(name).strip().lower().replace("-", "_")
+        if key not in est.ESTIMATORS:
+            raise ValueError(f"unknown estimator {name!r}; choose from {sorted(est.ESTIMATORS)}")
+        if key in est.NEED_PROPENSITY and not has_p:
+            raise ValueError(f"estimator {key!r} needs propensities, and the log has none (only 'dm' applies)")
+        if key in est.NEED_MODEL and not has_model:
+            raise ValueError(f"estimator {key!r} needs a reward model: pass reward_model= (a spec such as "
+                             "'linear', an agent, or an (n, K) array)")
+        out.append(key)
+    return out
+
+
+def evaluate(
+    log,
+    policies: Mapping,
+    *,
+    reward_model="linear",
+    estimators: Sequence[str] | None = None,
+    alpha: float = 0.05,
+    interval: str = "normal",
+    n_boot: int = 1000,
+    tau: float = est.DEFAULT_TAU,
+    folds: int = 1,
+    num_draws: int = DEFAULT_DRAWS,
+    key=None,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """The OPE table of the module docstring.
+
+    Args:
+      log: a :class:`~banditkit.offline.log.LoggedFeedback`, DataFrame or Parquet path.
+      policies: ``{name: target}`` with targets as :func:`~banditkit.offline.targets.target_probabilities` takes
+        them (``(n,)`` actions, ``(n, K)`` probabilities, or ``(agent, state)``).
+      reward_model: for DM / DR / SNDR / Switch-DR, as :func:`~banditkit.offline.reward_model.reward_predictions`
+        takes it (a spec string fitted on the log, an agent, ``(agent, state)``, an ``(n, K)`` array); ``None``
+        skips them.
+      estimators: names from :data:`~banditkit.offline.estimators.ESTIMATORS` (default: all that apply).
+      alpha: the intervals are ``1 − alpha``; interval: ``"normal"`` or ``"bootstrap"`` (``n_boot`` replicates,
+        ``seed``).
+      tau: Switch-DR's weight threshold.  folds: cross-fitting folds of a reward model fitted on the log.
+      num_draws: Monte-Carlo draws for agent targets whose policy has no exact probabilities (Thompson sampling).
+      key: PRNG key for the reward-model fit and the Monte-Carlo draws.
+    """
+    log = load(log)
+    if not isinstance(policies, Mapping) or not policies:
+        raise ValueError("policies must be a non-empty dict {name: target}")
+    has_p = log.propensities is not None
+    names = _estimators(estimators, has_p, reward_model is not None)
+    q_hat = None
+    if any(e in est.NEED_MODEL for e in names):
+        q_hat = reward_predictions(reward_model, log, key, folds=folds)
+    kw = dict(alpha=alpha, interval=interval, n_boot=n_boot, seed=seed)
+    rows = []
+    exact = {}
+    for pname, target in policies.items():
+        probs = target_probabilities(target, log, key, num_draws=num_draws)
+        if isinstance(target, tuple) and len(target) == 2 and hasattr(target[0], "policy"):
+            exact[str(pname)] = True if is_exact(target[0].policy) else f"monte-carlo ({num_draws} draws)"
+        diag = est.weight_diagnostics(probs, log.actions, log.propensities) if has_p else {}
+        for e in names:
+            fn = est.ESTIMATORS[e]
+            if e == "dm":
+                res = fn(probs, q_hat, **kw)
+            elif e in ("ips", "snips"):
+                res = fn(probs, log.actions, log.rewards, log.propensities, **kw)
+            elif e == "switch_dr":
+                res = fn(probs, log.actions, log.rewards, log.propensities, q_hat, tau=tau, **kw)
+            else:
+                res = fn(probs, log.actions, log.rewards, log.propensities, q_hat, **kw)
+            d = diag if e != "dm" else {}
+            rows.append(dict(policy=str(pname), **res._asdict(), ess=d.get("ess", np.nan),
+                             max_weight=d.get("max_weight", np.nan), mean_weight=d.get("mean_weight", np.nan)))
+    logged = estimate("on_policy", log.rewards, **kw)
+    rows.append(dict(policy="logging", **logged._asdict(), ess=float(len(log)), max_weight=1.0, mean_weight=1.0))
+    table = pd.DataFrame(rows)[COLUMNS]
+    table.attrs.update(
+        alpha=alpha,
+        tau=tau,
+        reward_model=None if reward_model is None else _describe(reward_model),
+        exact_probabilities=exact,
+    )
+    return table
+
+
+def _describe(model) -> str:
+    if isinstance(model, str):
+        return model
+    if isinstance(model, tuple):
+        return f"fitted {getattr(model[0], 'name', type(model[0]).__name__)}"
+    if hasattr(model, "observe"):
+        return getattr(model, "name", type(model).__name__)
+    return "given (n, K) predictions"
+
+
+def to_markdown(table: pd.DataFrame, digits: int = 4) -> str:
+    """The table as GitHub Markdown: value with its interval, per policy and estimator."""
+    lines = ["| policy | estimator | value | interval | stderr | ESS |", "| --- | --- | --- | --- | --- | --- |"]
+    for r in table.itertuples(index=False):
+        ess = "" if not np.isfinite(r.ess) else f"{r.ess:.0f}"
+        lines.append(f"| {r.policy} | {r.estimator} | {r.value:.{digits}f} | [{r.lower:.{digits}f}, "
+                     f"{r.upper:.{digits}f}] | {r.stderr:.{digits}f} | {ess} |")
+    return "\n".join(lines)
