@@ -1,4 +1,5 @@
-"""The ``banditkit`` command line (API.md §10): ``demo``, ``run``, ``compare``, ``bo``, ``data fetch|list``.
+"""The ``banditkit`` command line (API.md §10): ``demo``, ``run``, ``compare``, ``bo``, ``data fetch|list``, and for
+logged data ``evaluate`` and ``warmstart`` (:mod:`banditkit.offline.commands`).
 
 Every experiment command writes into ``--out`` (created if needed)::
 
@@ -423,12 +424,140 @@ def _bo_finished(csv: str, seeds: int, evals: int):
     return {s: f for s, f in done.items() if s < seeds}
 
 
+def _load_space(path: str):
+    """The typed search space in ``path``: JSON, or YAML (``.yaml`` / ``.yml``; needs PyYAML)."""
+    from banditkit.bo.space import Space
+
+    try:
+        with open(path) as fh:
+            text = fh.read()
+    except OSError as e:
+        raise CLIError(f"--space: cannot read {path!r}: {e.strerror}") from None
+    if path.lower().endswith((".yaml", ".yml")):
+        try:
+            import yaml
+        except ImportError:
+            raise CLIError("--space: a YAML file needs PyYAML (pip install pyyaml); or write the space as JSON") \
+                from None
+        try:
+            cfg = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise CLIError(f"--space: {path!r} is not valid YAML: {str(e).splitlines()[0]}") from None
+    else:
+        import json
+
+        try:
+            cfg = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise CLIError(f"--space: {path!r} is not valid JSON ({e}); a .yaml / .yml file is read as YAML") from None
+    try:
+        return Space.from_config(cfg)
+    except ValueError as e:
+        raise CLIError(f"--space {path}: {e}") from None
+
+
+def _load_objective(spec: str):
+    """``MODULE:FUNCTION`` (the module importable from the current folder) → the function."""
+    import importlib
+
+    module, _, name = spec.partition(":")
+    if not module or not name:
+        raise CLIError(f"--objective must be MODULE:FUNCTION (e.g. mymodel:score), got {spec!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as e:
+        raise CLIError(f"--objective: cannot import {module!r} ({e}); run from the folder that holds it") from None
+    fn = getattr(mod, name, None)
+    if not callable(fn):
+        raise CLIError(f"--objective: {module!r} has no function {name!r}")
+    return fn
+
+
+def cmd_bo_space(args) -> int:
+    """``banditkit bo --space FILE --objective MODULE:FUNCTION``: BayesOpt over a typed space on the user's function
+    of a dict of values; writes bo.csv (agent, seed, step, one column per parameter, y, best_y), bo_summary.md and
+    bo_best_y.png."""
+    import numpy as np
+    import pandas as pd
+
+    from banditkit.bo import optimize
+
+    if args.space is None or args.objective is None:
+        raise CLIError("--space FILE and --objective MODULE:FUNCTION go together: the objective is a function of a "
+                       "dict of the space's values (--function picks a test function on a box instead)")
+    if args.resume:
+        raise CLIError("--resume is not available with --space yet; run again without it")
+    space = _load_space(args.space)
+    f = _load_objective(args.objective)
+    features = tuple(int(w) for w in args.features.split(",") if w.strip())
+    sets = dict(args.set or [])
+    if args.rank is not None and "rank" in sets:
+        raise CLIError("give the surrogate's rank once: --rank or --set rank=..., not both")
+    kwargs = ({} if args.rank is None else {"rank": args.rank}) | sets
+    noise = {} if args.obs_noise is None else {"obs_noise": args.obs_noise}
+    options = dict(surrogate=args.surrogate, acquisition=args.acquisition, direction=args.direction,
+                   features=features, n_candidates=args.candidates, maximizer=args.maximizer,
+                   trust_region=args.trust_region, surrogate_kwargs=kwargs or None, **noise)
+    try:
+        from banditkit.bo import BayesOpt
+
+        BayesOpt(space=space, **options)  # settings checked before the folder is touched
+    except (TypeError, ValueError) as e:
+        raise CLIError(f"banditkit bo: {str(e).strip().splitlines()[0]}") from None
+    out = args.out
+    _out_dir(out)
+    csv = os.path.join(out, "bo.csv")
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=args.evals * args.seeds, desc=f"bo {args.objective}", disable=args.quiet)
+    name = f"{args.surrogate}-{args.acquisition}"
+    frames = []
+    for seed in range(args.seeds):
+        res = optimize(f, space=space, n_evals=args.evals, seed=seed, callback=lambda *_: bar.update(), **options)
+        h = res.history
+        frame = pd.concat([pd.DataFrame(dict(agent=name, seed=seed, step=h.trial + 1)),
+                           h[list(space.names)].reset_index(drop=True), h[["y", "best_y"]].reset_index(drop=True)],
+                          axis=1)
+        frame.to_csv(csv, mode="a", header=seed == 0, index=False)
+        frames.append(frame)
+    bar.close()
+    df = pd.concat(frames, ignore_index=True)
+    last = df.groupby("seed").tail(1)
+    best = last.best_y.to_numpy()
+    se = float(np.std(best, ddof=1) / np.sqrt(best.size)) if best.size > 1 else float("nan")
+    i = int(np.argmin(df.y.to_numpy()) if args.direction == "minimize" else np.argmax(df.y.to_numpy()))
+    best_params = {n: (lambda v: v.item() if hasattr(v, "item") else v)(df[n].iloc[i]) for n in space.names}
+    md = "\n".join([
+        "| agent | seeds | evals | best y (mean ± s.e. over seeds) | best y found | at |",
+        "| --- | --- | --- | --- | --- | --- |",
+        f"| {name} | {args.seeds} | {args.evals} | {np.mean(best):.6g} ± {se:.2g} | {df.y.iloc[i]:.6g} | "
+        f"{', '.join(f'{k}={v!r}' for k, v in best_params.items())} |"])
+    with open(os.path.join(out, "bo_summary.md"), "w") as fh:
+        fh.write(md + "\n")
+    from banditkit.plotting import plot_bo
+
+    png = os.path.join(out, "bo_best_y.png")
+    plot_bo(df, png)
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+    print(md)
+    if not args.quiet:
+        print(f"\nwrote {csv}, {os.path.join(out, 'bo_summary.md')}, {png}")
+    return 0
+
+
 def cmd_bo(args) -> int:
     import numpy as np
     import pandas as pd
 
     from banditkit.bo import optimize
     from banditkit.environments.bo_functions import make_function
+
+    if args.space is not None or args.objective is not None:
+        return cmd_bo_space(args)
 
     try:
         fn = make_function(args.function, args.dim)
@@ -546,34 +675,24 @@ def cmd_data(args) -> int:
 
 
 # parser -------------------------------------------------------------------------------------------------------------
-def _positive(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
-    return v
+def _checked(cast, ok, want: str):
+    """An argparse ``type``: ``cast(text)``, refused with "expected WANT" when it fails or ``ok(value)`` is false."""
+
+    def parse(text: str):
+        try:
+            v = cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {want}, got {text!r}") from None
+        if not ok(v):
+            raise argparse.ArgumentTypeError(f"expected {want}, got {v}")
+        return v
+
+    return parse
 
 
-def _seconds(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}") from None
-    if not v >= 0:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text}")
-    return v
-
-
-def _variance(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a variance > 0, e.g. 0.01; got {text!r}") from None
-    if not (v > 0 and v < float("inf")):
-        raise argparse.ArgumentTypeError(f"expected a finite variance > 0, e.g. 0.01; got {text}")
-    return v
+_positive = _checked(int, lambda v: v >= 1, "a positive integer")
+_seconds = _checked(float, lambda v: v >= 0, "a number of seconds >= 0")
+_variance = _checked(float, lambda v: 0 < v < float("inf"), "a finite variance > 0 (e.g. 0.01)")
 
 
 def _noise_args(p: argparse.ArgumentParser, default: float, units: str) -> None:
@@ -688,6 +807,14 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--trust-region", action=argparse.BooleanOptionalAction, default=None,
                    help="search only a TuRBO-style box around the best point, resized by success / failure, or "
                    "(--no-trust-region) the whole box (default: on for thompson and the gp surrogate)")
+    b.add_argument("--space", default=None, metavar="FILE",
+                   help="a typed search space (JSON, or YAML as .yaml / .yml): {name: {type: float|int|categorical, "
+                   "low, high, log, step | choices}}; with --objective instead of --function")
+    b.add_argument("--objective", default=None, metavar="MODULE:FUNCTION",
+                   help="with --space: the function to optimise, called with a dict of the space's typed values and "
+                   "returning a number (MODULE importable from the current folder)")
+    b.add_argument("--direction", default="minimize", choices=["minimize", "maximize"],
+                   help="with --objective: minimise (default) or maximise it (test functions are always minimised)")
     b.add_argument("--out", default="results", help="output folder (default results)")
     b.add_argument("--resume", action="store_true",
                    help="continue the run saved in --out (same options; --seeds may grow): finished seeds are kept "
@@ -706,6 +833,10 @@ def build_parser() -> argparse.ArgumentParser:
     dt.add_argument("--force", action="store_true", help="re-download even if cached")
     dt.add_argument("--quiet", action="store_true", help="no progress lines")
     dt.set_defaults(func=cmd_data)
+
+    from banditkit.offline.commands import register as register_offline
+
+    register_offline(sub)  # evaluate, warmstart (logged data; their logic lives in banditkit/offline/commands.py)
     return p
 
 

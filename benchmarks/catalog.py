@@ -30,6 +30,10 @@ SUITES = [
     Entry("bo", "benchmarks.suites.bo",
           "item 6: seed 003's BO suite (8 tasks) against BoTorch / Optuna TPE / random; time per iteration vs n",
           "results/bo.md, bo_runs.csv, bo_iters.csv.gz, bo_time_n.csv, bo_curves.png, bo_time.png, bo_pareto.png"),
+    Entry("bo_mixed", "benchmarks.suites.bo_mixed",
+          "issue 53: mixed-space BO (HistGradientBoosting on Adult by CV, two synthetic mixed functions) with "
+          "banditkit's Optuna sampler against Optuna TPE, GPSampler and random",
+          "results/bo_mixed.md, bo_mixed_runs.csv, bo_mixed_iters.csv, bo_mixed_curves.png"),
     Entry("inbetween", "benchmarks.suites.inbetween",
           "item 7: seed 003's 1-D in-between uncertainty (HiLoFi, LRKF, GP)", "results/inbetween.md, inbetween.png"),
     Entry("speed", "benchmarks.suites.speed",
@@ -48,6 +52,10 @@ SUITES = [
           "results/nonstationary.md, .csv, .png, nonstationary_curve.csv"),
     Entry("bong", "benchmarks.suites.bong", "seed 004: the BONG grid on MNIST and a regression stream",
           "results/bong.md, bong.csv"),
+    Entry("ope", "benchmarks.suites.ope",
+          "issue 54: off-policy evaluation accuracy (DM, IPS, SNIPS, DR, SNDR, Switch-DR) against the simulator's true "
+          "values on Shuttle / Adult / Mushroom / MovieLens, uniform and eps-greedy logs, three targets",
+          "results/ope.md, ope.csv (per cell), ope_reps.csv (per repetition)"),
     Entry("soak", "benchmarks.suites.soak", "every backend, 100,000 float32 steps of a drifting stream plus stress",
           "results/soak.md, soak.csv"),
 ]

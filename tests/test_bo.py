@@ -154,7 +154,7 @@ def test_analytic_acquisitions_run(acq):
     hist = opt.history
     assert list(hist.source[4:]) == [acq] * 4
     assert np.all(hist[["x0", "x1"]].to_numpy() <= [1.0, 2.0]) and np.all(hist[["x0", "x1"]].to_numpy() >= 0)
-    xs = opt.ask(n=3)  # first by the acquisition, the rest by Thompson draws
+    xs = opt.ask(n=3)  # each by the acquisition, the earlier ones of the batch pending (constant liar)
     assert xs.shape == (3, 2) and len({tuple(x) for x in xs}) == 3
 
 

@@ -6,11 +6,24 @@ x = opt.ask(); opt.tell(x, f(x)); opt.best; opt.history; opt.save("run.bk"); bk.
 res = bk.bo.optimize(f, bounds, n_evals=50, surrogate="hilofi", acquisition="ei")
 res = bk.bo.optimize(f, bounds, n_evals=50, checkpoint="run.bk")  # resumable: re-run the same call to continue
 opt = bk.BayesOpt(bounds, surrogate="gp", acquisition="ei")   # exact GP baseline (banditkit.bo.gp)
+
+from banditkit.bo import space                                # typed search spaces: ask() gives a dict
+opt = bk.BayesOpt(space={"lr": space.Float(1e-4, 1.0, log=True), "depth": space.Int(2, 12),
+                         "loss": space.Categorical(["log_loss", "exponential"])}, direction="maximize")
 ```
+
+The parts: :mod:`~banditkit.bo.space` (search spaces and their encoding), :mod:`~banditkit.bo.surrogate` (the
+model contract; :mod:`~banditkit.bo.surrogate_nn`, :mod:`~banditkit.bo.surrogate_gp`),
+:mod:`~banditkit.bo.acquisition`, :mod:`~banditkit.bo.search`, :mod:`~banditkit.bo.trust_region`,
+:mod:`~banditkit.bo.optimizer` (the ask/tell state), :mod:`~banditkit.bo.persist` (save / load),
+:mod:`~banditkit.bo.loop` (:func:`optimize`, resumable runs).
 """
 
-from banditkit.bo import gp, resume
-from banditkit.bo.optimizer import ACQUISITIONS, BayesOpt, BOResult, optimize
+from banditkit.bo import gp, resume, space
+from banditkit.bo.loop import BOResult, optimize
+from banditkit.bo.optimizer import ACQUISITIONS, BayesOpt
 from banditkit.bo.search import sobol_points
+from banditkit.bo.space import Categorical, Float, Int, Space
 
-__all__ = ["ACQUISITIONS", "BayesOpt", "BOResult", "gp", "optimize", "resume", "sobol_points"]
+__all__ = ["ACQUISITIONS", "BayesOpt", "BOResult", "Categorical", "Float", "Int", "Space", "gp", "optimize", "resume",
+           "space", "sobol_points"]

@@ -49,14 +49,15 @@ def sobol_points(n: int, dim: int, seed: int, skip: int = 0):
         return sampler.random(n)
 
 
-def refine(
+def refine_each(
     score: Callable[[Array], Array], starts: Array, steps: int, step_size: float, lo: Array | None = None,
-    hi: Array | None = None,
+    hi: Array | None = None, mask: Array | None = None,
 ) -> tuple[Array, Array]:
     """Projected normalised gradient ascent of ``score`` from each row of ``starts (k, d)``, kept in the box
-    ``[lo, hi]`` (``(d,)`` each; ``None``: the unit cube).
+    ``[lo, hi]`` (``(d,)`` each; ``None``: the unit cube); ``mask (d,)`` (1 = may move, 0 = held fixed; ``None``:
+    all move) restricts the steps to some coordinates (the continuous ones of a mixed space).
 
-    Returns ``(x_best (d,), a_best ())``: the best point visited over all starts and steps (starts included).
+    Returns ``(xs (k, d), scores (k,))``: per start, the best point visited (the start included).
     """
     grad = jax.grad(score)
     lo = 0.0 if lo is None else lo
@@ -67,8 +68,11 @@ def refine(
             x, best_x, best_a = carry
             g = grad(x)
             g = jnp.where(jnp.isfinite(g), g, 0.0)
+            if mask is not None:
+                g = g * mask
             eta = step_size * (1.0 - t / steps)
-            x = jnp.clip(x + eta * g / (jnp.linalg.norm(g) + 1e-12), lo, hi)
+            x_new = jnp.clip(x + eta * g / (jnp.linalg.norm(g) + 1e-12), lo, hi)
+            x = x_new if mask is None else jnp.where(mask > 0, x_new, x0)
             a = score(x)
             better = jnp.isfinite(a) & (a > best_a)
             return x, jnp.where(better, x, best_x), jnp.where(better, a, best_a)
@@ -77,7 +81,16 @@ def refine(
         _, bx, ba = jax.lax.fori_loop(0, steps, body, (x0, x0, a0))
         return bx, ba
 
-    xs, scores = jax.vmap(one_start)(starts)
+    return jax.vmap(one_start)(starts)
+
+
+def refine(
+    score: Callable[[Array], Array], starts: Array, steps: int, step_size: float, lo: Array | None = None,
+    hi: Array | None = None, mask: Array | None = None,
+) -> tuple[Array, Array]:
+    """:func:`refine_each`, then the best over the starts: ``(x_best (d,), a_best ())``, the best point visited
+    over all starts and steps (starts included)."""
+    xs, scores = refine_each(score, starts, steps, step_size, lo, hi, mask)
     i = jnp.argmax(scores)
     return xs[i], scores[i]
 
@@ -101,6 +114,7 @@ def maximize(
     chunk: int = 256,
     lo: Array | None = None,
     hi: Array | None = None,
+    mask: Array | None = None,
 ) -> tuple[Array, Array, Array]:
     """Maximise ``score`` over the box ``[lo, hi]`` (``None``: ``[0, 1]^d``; the candidates must lie in it): best
     of ``candidates (N, d)``, refined by :func:`refine`.
@@ -111,7 +125,7 @@ def maximize(
     vals, order = rank_candidates(score, candidates, chunk)
     starts = candidates[order[:n_starts]]
     if steps > 0:
-        x, a = refine(score, starts, steps, step_size, lo, hi)
+        x, a = refine(score, starts, steps, step_size, lo, hi, mask)
     else:
         x, a = starts[0], vals[order[0]]
     return x, a, order
@@ -123,40 +137,49 @@ def lbfgs_refine(
     maxiter: int,
     lo: np.ndarray | None = None,
     hi: np.ndarray | None = None,
-) -> tuple[np.ndarray, float]:
+    mask: np.ndarray | None = None,
+    each: bool = False,
+) -> tuple[np.ndarray, float] | tuple[np.ndarray, np.ndarray]:
     """Box-bounded L-BFGS-B ascent from every row of ``starts (k, d)`` at once, in ``[lo, hi]`` (``(d,)`` each;
     ``None``: the unit cube; the starts must lie in the box).
 
     ``value_and_grad(X (k, d)) -> (a (k,), ∇a (k, d))`` gives the score of each row and its gradient (one jitted
     call; ``X`` arrives as float64 NumPy, the callable casts it to its own dtype).  SciPy's L-BFGS-B minimises
     ``−Σ_i a(x_i)`` on ``[lo, hi]^k`` for at most ``maxiter`` iterations; rows whose score is not finite count
-    as 0 with a zero gradient (they stay where they are).  Returns
-    ``(x_best (d,), a_best)``: the best row of every evaluated ``X`` (the starts included), so the result is never
-    worse than the best start.
+    as 0 with a zero gradient (they stay where they are).  ``mask (d,)`` (bool; ``None``: all) names the
+    coordinates that move; the others keep the starts' values (the discrete coordinates of a mixed space).
+
+    Returns ``(x_best (d,), a_best)``: the best row of every evaluated ``X`` (the starts included), so the result
+    is never worse than the best start; with ``each=True`` instead ``(xs (k, d), scores (k,))``, the best point
+    each row reached.
     """
     from scipy.optimize import Bounds, minimize
 
     starts = np.asarray(starts, np.float64)
     k, d = starts.shape
-    best = {"x": starts[0].copy(), "a": -np.inf}
-    lo_k = np.tile(np.zeros(d) if lo is None else np.asarray(lo, np.float64).reshape(d), k)
-    hi_k = np.tile(np.ones(d) if hi is None else np.asarray(hi, np.float64).reshape(d), k)
+    free = np.ones(d, bool) if mask is None else np.asarray(mask, bool).reshape(d)
+    m = int(free.sum())
+    best_x, best_a = starts.copy(), np.full(k, -np.inf)
+    lo_k = np.tile((np.zeros(d) if lo is None else np.asarray(lo, np.float64).reshape(d))[free], k)
+    hi_k = np.tile((np.ones(d) if hi is None else np.asarray(hi, np.float64).reshape(d))[free], k)
 
     def fun(v):
-        X = np.clip(v, lo_k, hi_k).reshape(k, d)
+        X = starts.copy()
+        X[:, free] = np.clip(v, lo_k, hi_k).reshape(k, m)
         a, g = value_and_grad(X)
         a = np.asarray(a, np.float64)
-        g = np.asarray(g, np.float64)
+        g = np.asarray(g, np.float64)[:, free]
         ok = np.isfinite(a) & np.all(np.isfinite(g), axis=1)
-        if np.any(ok):
-            i = int(np.argmax(np.where(ok, a, -np.inf)))
-            if a[i] > best["a"]:
-                best["x"], best["a"] = X[i].copy(), float(a[i])
+        better = ok & (a > best_a)
+        best_x[better], best_a[better] = X[better], a[better]
         return -float(np.sum(a[ok])), -np.where(ok[:, None], g, 0.0).ravel()
 
-    if maxiter > 0:  # L-BFGS-B's first evaluation is at the starts, so they are among the points compared
-        minimize(fun, starts.ravel(), jac=True, method="L-BFGS-B", bounds=Bounds(lo_k, hi_k),
-                 options=dict(maxiter=int(maxiter)))
+    v0 = starts[:, free].ravel()
+    if maxiter > 0 and m > 0:  # L-BFGS-B's first evaluation is at the starts, so they are among the points compared
+        minimize(fun, v0, jac=True, method="L-BFGS-B", bounds=Bounds(lo_k, hi_k), options=dict(maxiter=int(maxiter)))
     else:
-        fun(starts.ravel())
-    return best["x"], best["a"]
+        fun(v0)
+    if each:
+        return best_x, best_a
+    i = int(np.argmax(best_a))
+    return best_x[i].copy(), float(best_a[i])

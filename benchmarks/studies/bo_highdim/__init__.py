@@ -48,7 +48,6 @@ import numpy as np
 import pandas as pd
 
 import banditkit as bk
-from banditkit.bo import gp as _gp
 from banditkit.environments.bo_functions import make_function
 from benchmarks.harness import options, tables
 from benchmarks.harness.provenance import PROG
@@ -60,12 +59,10 @@ HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")  # th
 def predictive(opt: bk.BayesOpt, u: np.ndarray) -> tuple[float, float]:
     """The surrogate's predictive mean and variance at ``u`` on its standardised, maximised scale (a network:
     epistemic + observation noise; the GP: of the latent ``f``)."""
-    if opt._is_gp:
-        with jax.enable_x64(True):
-            m, v = _gp.predict(opt._state, jnp.asarray(u, jnp.float64)[None])
-        return float(m[0]), float(v[0])
-    m, c = opt._post.predictive(opt._state, jnp.asarray(u, opt._dtype))
-    return float(m[0]), float(c[0, 0])
+    sur = opt._surrogate
+    with sur.precision():
+        m, sd = sur.moments(opt._state, jnp.asarray(u, sur.dtype))
+    return float(m), float(sd) ** 2
 
 
 def task_function(task: str, dim: int | None = None):
@@ -92,10 +89,11 @@ def probe(opt: bk.BayesOpt, f, best_u: np.ndarray, draws: int) -> dict:
         out |= {f"mean_z_{tag}": m, f"sd_{tag}": float(np.sqrt(max(v, 0.0))),
                 f"true_z_{tag}": float((-f.value(u) - opt._shift) / opt._scale)}
     share = float("nan")
-    if not opt._is_gp:
-        pts = jnp.asarray(np.stack([u_star, best_u]), opt._dtype)
+    sur = opt._surrogate
+    if sur.function_draws:  # a draw is a function (a network); the GP's draws are joint on finite sets
+        pts = jnp.asarray(np.stack([u_star, best_u]), sur.dtype)
         keys = jax.random.split(jax.random.PRNGKey(12345), draws)
-        vals = jax.vmap(lambda k: jax.vmap(lambda x: opt._apply_fn(opt._post.sample(k, opt._state), x)[0])(pts))(keys)
+        vals = jax.vmap(lambda k: jax.vmap(lambda x: sur.draw_value(sur.draw(opt._state, k), x))(pts))(keys)
         share = float(np.mean(np.asarray(vals[:, 0] > vals[:, 1])))
     return out | dict(draws_prefer_opt=share)
 

@@ -1,0 +1,116 @@
+"""Saving and loading a :class:`~banditkit.bo.BayesOpt`: one portable file from which the run resumes exactly.
+
+The file is a :mod:`banditkit.checkpoint` archive (``.npz`` arrays + a JSON header, no pickled code, written
+atomically).  Its ``meta`` holds ``format = "banditkit.BayesOpt"``, ``version`` and:
+
+- the settings (:meth:`BayesOpt._settings`): ``bounds`` (a box) or ``space`` (a typed space's configuration,
+  :meth:`Space.to_config`; format version 2), surrogate name and keyword arguments, acquisition, direction, seed,
+  ``n_initial``, ``custom_model`` and ``config`` (every other option);
+- the data: the unit-cube inputs ``u``, the values ``y``, the pending suggestions and the sources of both, as JSON
+  float64 values (exact: JSON writes ``repr``; the archive would hand them back as JAX arrays, rounded to float32
+  unless x64 is on);
+- the random state: the Sobol position (the PRNG key is an array) and the trust region;
+- the surrogate's fit: ``shift``, ``scale``, ``n_fed`` and what the surrogate adds (:meth:`Surrogate.meta`: the
+  GP's hyper-parameters, from which its state is rebuilt by the same deterministic computation).
+
+The arrays are the PRNG ``key`` and the surrogate's (:meth:`Surrogate.arrays`: a network filter's ``state``).
+Files written before an option existed load with the value that option had then (``maximizer="ascent"``,
+``trust_region=False``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from banditkit import checkpoint
+from banditkit import posteriors as _posteriors
+from banditkit.bo import trust_region as _tr
+
+FORMAT = "banditkit.BayesOpt"
+FORMAT_VERSION = 2  # 2: a typed search space (``space``); a box is still written as version 1
+_OLD_DEFAULTS = dict(maximizer="ascent", trust_region=False)  # what a checkpoint without the key was made with
+
+
+def _arrays(opt, fit) -> dict:
+    return dict(opt._surrogate.arrays(fit), key=opt._key)
+
+
+def save(opt, path: str | os.PathLike) -> None:
+    """Write ``opt`` to ``path`` atomically (see the module docstring)."""
+    settings = opt._settings()
+    fit = opt._fit
+    meta = dict(
+        format=FORMAT,
+        version=2 if "space" in settings else 1,
+        **settings,
+        shift=fit.shift,
+        scale=fit.scale,
+        n_fed=fit.n_fed,
+        sobol_index=opt._sobol_index,
+        source=opt._source,
+        pending_source=opt._pending_source,
+        u=opt._u.tolist(),
+        y=opt._y.tolist(),
+        pending=opt._pending.tolist(),
+        trust_region_state=list(opt._tr),
+        gp_params=None,
+    )
+    meta.update(opt._surrogate.meta(fit))
+    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+    os.makedirs(folder, exist_ok=True)
+    try:
+        checkpoint.save(path, _arrays(opt, fit), posterior=opt._surrogate.posterior, meta=meta)
+    except TypeError as e:
+        raise TypeError(f"cannot save this optimiser (surrogate_kwargs must be JSON-serialisable): {e}") from e
+
+
+def load(cls, path: str | os.PathLike, model: Any = None, surrogate: Any = None):
+    """The optimiser saved at ``path`` (an instance of ``cls``); ``model`` / ``surrogate``: the code a checkpoint
+    cannot hold (a custom Flax model, a surrogate factory that is not a registered name)."""
+    _, header = checkpoint.load(path)
+    meta = header.get("meta") or {}
+    if meta.get("format") != FORMAT:
+        raise ValueError(f"{os.fspath(path)!r} is a banditkit checkpoint but not a saved BayesOpt")
+    if meta["version"] > FORMAT_VERSION:
+        raise ValueError(f"{os.fspath(path)!r} was written by a newer banditkit (format {meta['version']})")
+    if meta["custom_model"] and model is None:
+        raise ValueError(
+            "this optimiser used a custom model: pass the same Flax module as BayesOpt.load(path, model=...)"
+        )
+    if surrogate is None and meta["surrogate"] != "gp":
+        try:
+            _posteriors.get(meta["surrogate"])
+        except ValueError:
+            raise ValueError(
+                f"this optimiser used the surrogate factory {meta['surrogate']!r}, which is not a registered "
+                "backend name (code is not stored in a checkpoint): pass the same factory as "
+                "BayesOpt.load(path, surrogate=...)"
+            ) from None
+    domain = dict(space=meta["space"]) if meta.get("space") is not None else dict(bounds=meta["bounds"])
+    opt = cls(
+        **domain,
+        surrogate=surrogate if surrogate is not None else meta["surrogate"],
+        acquisition=meta["acquisition"],
+        direction=meta["direction"],
+        seed=meta["seed"],
+        n_initial=meta["n_initial"],
+        model=model,
+        surrogate_kwargs=meta["surrogate_kwargs"],
+        **dict(_OLD_DEFAULTS, **meta["config"]),
+    )
+    opt._u = np.asarray(meta["u"], np.float64).reshape(-1, opt.dim)
+    opt._y = np.asarray(meta["y"], np.float64).reshape(-1)
+    opt._pending = np.asarray(meta["pending"], np.float64).reshape(-1, opt.dim)
+    fresh = opt._fit
+    tree, _ = checkpoint.load(path, template=_arrays(opt, fresh), posterior=opt._surrogate.posterior)
+    opt._key = tree["key"]
+    with opt._surrogate.precision():
+        opt._fit = opt._surrogate.restore(fresh, tree, meta, opt._u, opt._sign * opt._y)
+    opt._sobol_index = int(meta["sobol_index"])
+    opt._source = list(meta["source"])
+    opt._pending_source = list(meta["pending_source"])
+    opt._tr = _tr.TrustRegion(*meta.get("trust_region_state", _tr.TrustRegion()))
+    return opt
