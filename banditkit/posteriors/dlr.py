@@ -22,6 +22,7 @@ Kernels (``W (P, n)``, ``z (P,)`` or ``(P, k)``, ``J (C, P)``):
 ``sqrt_t(root, z)``         ``Sᵀ z = F Υ^{-1/2} z`` (with ``z = Jᵀ``: ``J Σ Jᵀ`` is its Gram).
 ``quad(root, J)``           ``J Σ Jᵀ (C, C)``, PSD by construction.
 ``cov_matmul(root, z)``     ``Σ z = Υ^{-1/2} (I − B K₂ Bᵀ) Υ^{-1/2} z``;  ``solve(υ, W, z)`` the same from ``(υ, W)``.
+``diag_sandwich(root, υ, δ)``  ``diag(Σ diag(δ) Σ) (P,)``.
 ``sample(root, ε)``         ``S ε = Υ^{-1/2} F ε``: with ``ε ~ N(0, I_P)`` a draw of ``N(0, Σ)``, ``O(P n)`` per draw.
 ``predict(υ, W, γ, q)``     the exact DLR precision of ``γ² Σ + q I``.
 ``truncate(υ, pieces, G, L)``  best rank-``L`` factor of ``Ñ Ñᵀ`` (``Ñ = [pieces]``), dropped diagonal into ``υ``.
@@ -100,6 +101,24 @@ def cov_matmul(root: Root, z: Array) -> Array:
 def solve(prec_diag: Array, w: Array, z: Array) -> Array:
     """``(diag(υ) + W Wᵀ)⁻¹ z`` for ``W (P, n)``, ``z (P,)`` or ``(P, m)``: :func:`cov_matmul` of :func:`cov_root`."""
     return cov_matmul(cov_root(prec_diag, w), z)
+
+
+def _rowsum(a: Array, b: Array) -> Array:
+    """``Σ_k a_ik b_ik (P,)`` of two ``(P, m)`` arrays as a mat-vec (XLA:CPU reduces a short minor axis slowly)."""
+    return (a * b) @ jnp.ones(a.shape[1], a.dtype)
+
+
+def diag_sandwich(root: Root, prec_diag: Array, delta: Array) -> Array:
+    """``diag(Σ diag(δ) Σ) (P,)`` for ``δ (P,)``; ``root`` is :func:`cov_root` of ``(υ, W)``.
+
+    ``Σ = Υ⁻¹ − E`` with ``E = Y K₂ Yᵀ``, ``Y = Υ⁻¹ W (P, n)``, so
+    ``diag(Σ diag(δ) Σ) = δ/υ² − 2 (δ/υ) ⊙ diag(E) + diag(E diag(δ) E)``, with ``diag(E) = rowsum((Y K₂) ⊙ Y)`` and
+    ``diag(E diag(δ) E) = rowsum((Y K₂ M K₂) ⊙ Y)``, ``M = Yᵀ diag(δ) Y (n, n)``.
+    """
+    y = root.w / prec_diag[:, None]  # (P, n)
+    yk = y @ root.k2
+    m = linalg.weighted_gram(y, delta)
+    return delta / prec_diag**2 - 2.0 * (delta / prec_diag) * _rowsum(yk, y) + _rowsum(yk @ (m @ root.k2), y)
 
 
 def sample(root: Root, eps: Array) -> Array:

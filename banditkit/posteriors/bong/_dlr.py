@@ -49,20 +49,6 @@ def _prior_term(prior: BongDLRState, mu: Array) -> Array:
     return prior.prec_diag * dmu + wp @ linalg.tall_t_matmul(wp, dmu)
 
 
-def _rowsum(a: Array, b: Array, weights: Array | None = None) -> Array:
-    """``Σ_k w_k a_ik b_ik (P,)`` of two ``(P, m)`` arrays, as a mat-vec (XLA:CPU reduces a short minor axis slowly)."""
-    return (a * b) @ (jnp.ones(a.shape[1], a.dtype) if weights is None else weights)
-
-
-def _diag_sds(root: dlr.Root, prec_diag: Array, delta: Array) -> Array:
-    """``diag(Σ diag(δ) Σ) (P,)`` with ``Σ = Υ⁻¹ − E``, ``E = Y K₂ Yᵀ``, ``Y = Υ⁻¹W``:
-    ``δ/υ² − 2(δ/υ) diag(E) + diag(E diag(δ) E)``, the last as ``rowsum((Y K₂ M K₂) ⊙ Y)``, ``M = Yᵀdiag(δ)Y``."""
-    y = root.w / prec_diag[:, None]  # (P, R)
-    yk = y @ root.k2
-    m = linalg.weighted_gram(y, delta)
-    return delta / prec_diag**2 - 2.0 * (delta / prec_diag) * _rowsum(yk, y) + _rowsum(yk @ (m @ root.k2), y)
-
-
 def dlr_family(init_cov: float, rank: int, alpha: float, min_precision: float) -> Family:
     """The diagonal-plus-rank-``rank`` precision family with step size ``α`` for ``blr`` / ``bbb``."""
 
@@ -105,7 +91,7 @@ def dlr_family(init_cov: float, rank: int, alpha: float, min_precision: float) -
                                 jnp.ones(est.factor.shape[0], ups.dtype)])
         sz = dlr.cov_matmul(root, z)  # ΣZ; its columns R..2R are ΣW
         sw = sz[:, rank : 2 * rank]
-        diag_m = _diag_sds(root, ups, delta) + _rowsum(sz, sz, sign)
+        diag_m = dlr.diag_sandwich(root, ups, delta) + (sz * sz) @ sign  # + Σ_k s_k rowsum((ΣZ_k)²)
         wm = dlr.cov_matmul(root, delta[:, None] * sw) + (sz * sign) @ linalg.tall_t_matmul(z, sw)  # ΣDΣW
         ups_i = jnp.maximum(ups + 0.5 * alpha * diag_m, min_precision)
         mu = st.mean + alpha * (est.g + _prior_term(prior, st.mean))
