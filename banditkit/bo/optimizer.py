@@ -85,11 +85,15 @@ FORMAT_VERSION = persist.FORMAT_VERSION
 
 
 def _is_named(obj: Any) -> bool:
-    """Whether a ``bounds`` argument is really a typed space (a Space, a dict, or (name, param) pairs)."""
+    """Whether a ``bounds`` argument is really a typed space (a Space, a dict, or (name, param) pairs with a
+    ``Float`` / ``Int`` / ``Categorical`` second item — ``[("a", "b")]`` stays a malformed box)."""
+    from banditkit.bo.space import Categorical, Float, Int
+
     if isinstance(obj, (Space, Mapping)):
         return True
     return (isinstance(obj, Sequence) and not isinstance(obj, (str, bytes)) and len(obj) > 0
-            and all(isinstance(it, (tuple, list)) and len(it) == 2 and isinstance(it[0], str) for it in obj))
+            and all(isinstance(it, (tuple, list)) and len(it) == 2 and isinstance(it[0], str)
+                    and isinstance(it[1], (Float, Int, Categorical)) for it in obj))
 
 
 class BayesOpt:

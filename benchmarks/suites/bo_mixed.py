@@ -37,7 +37,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from benchmarks.harness import provenance
+from benchmarks.harness import options, provenance
 from benchmarks.harness.options import RESULTS
 from benchmarks.harness.tables import append_csv, se
 
@@ -305,7 +305,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget", type=int, default=40, help="trials per run, the 10 startup trials included")
     p.add_argument("--out", default=RESULTS)
     p.add_argument("--report", action="store_true", help="only rebuild bo_mixed.md and the plot from the CSVs")
+    options.add_blas_threads(p)
     args = p.parse_args(argv)
+    options.apply_blas_threads(args.blas_threads)
     tasks = [t for t in args.tasks.split(",") if t]
     methods = [m for m in args.methods.split(",") if m]
     for t in tasks:
