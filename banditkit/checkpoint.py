@@ -28,11 +28,13 @@ as unsigned integers of the same width.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import tempfile
 import zipfile
+from collections.abc import Iterator
 from typing import Any
 
 import jax
@@ -203,18 +205,27 @@ def save(path: str | os.PathLike, state: Any, *, posterior: Any = None, meta: di
     }
     arrays[_META_KEY] = np.frombuffer(json.dumps(header).encode("utf-8"), dtype=np.uint8)
 
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=folder)
+    with atomic_file(target, ".npz") as tmp, open(tmp, "wb") as fh:
+        np.savez(fh, **arrays)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return target
+
+
+@contextlib.contextmanager
+def atomic_file(target: str, suffix: str) -> Iterator[str]:
+    """A temporary path beside ``target`` (same folder, which must exist) to write to; moved onto ``target`` with
+    ``os.replace`` when the block ends normally, removed when it raises — a crash never leaves a half-written file
+    under the final name."""
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=os.path.dirname(os.path.abspath(target)))
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
+        yield tmp
         os.replace(tmp, target)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-    return target
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -34,13 +34,13 @@ import dataclasses
 import json
 import os
 import re
-import tempfile
 import warnings
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
+from banditkit import checkpoint
 from banditkit.offline import checks
 
 FORMAT = "banditkit-log/1"
@@ -371,15 +371,8 @@ def write_parquet(log: LoggedFeedback | pd.DataFrame, path: str | os.PathLike) -
     target = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(target))
     os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".parquet", dir=folder)
-    os.close(fd)
-    try:
+    with checkpoint.atomic_file(target, ".parquet") as tmp:
         pq.write_table(table, tmp)
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
     return target
 
 
