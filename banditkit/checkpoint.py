@@ -212,14 +212,34 @@ def save(path: str | os.PathLike, state: Any, *, posterior: Any = None, meta: di
     return target
 
 
+def _mode_of(target: str) -> int:
+    """The permission bits a plain ``open(target, "w")`` leaves on ``target``."""
+    try:
+        return os.stat(target).st_mode & 0o7777
+    except FileNotFoundError:
+        pass
+    try:  # Linux: read the umask without setting it (os.umask would change it for every thread meanwhile)
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 @contextlib.contextmanager
 def atomic_file(target: str, suffix: str) -> Iterator[str]:
     """A temporary path beside ``target`` (same folder, which must exist) to write to; moved onto ``target`` with
     ``os.replace`` when the block ends normally, removed when it raises — a crash never leaves a half-written file
-    under the final name."""
+    under the final name.  The file gets the permissions ``open(target, "w")`` would give it: those of the file it
+    replaces, else ``0o666`` less the process umask (not ``mkstemp``'s private ``0o600``)."""
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=os.path.dirname(os.path.abspath(target)))
     os.close(fd)
     try:
+        os.chmod(tmp, _mode_of(target))
         yield tmp
         os.replace(tmp, target)
     except BaseException:

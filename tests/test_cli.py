@@ -251,7 +251,7 @@ def test_fixed_and_learned_noise_side_by_side(tmp_path, built_agents, capsys):
     """A name ending in ``-adaptive_noise`` learns its variance while the same name without it keeps it fixed, in one
     comparison (``--policy`` goes before the suffix); naming both with ``--adaptive-noise``, or the suffix on a
     backend that cannot take it, is a one-line error before anything is written."""
-    from banditkit.cli import _spec
+    from banditkit.cli.bandit import spec as _spec
 
     for name, policy, spec in [("hilofi", "ucb", "hilofi-ucb"),
                                ("hilofi-adaptive_noise", "ucb", "hilofi-ucb-adaptive_noise"),
@@ -306,3 +306,21 @@ def test_bo_obs_noise_and_adaptive_noise(tmp_path, monkeypatch, capsys):
     _one_line_error(capsys, [*argv, "--surrogate", "gp-adaptive_noise", "--out", str(tmp_path / "g")],
                     "--surrogate gp-adaptive_noise", "marginal likelihood")
     assert not (tmp_path / "n").exists() and not (tmp_path / "g").exists()  # refused before any file was written
+
+
+def test_bo_space_run_replaces_the_one_in_its_folder(tmp_path, monkeypatch):
+    """``bo --space`` into a folder that holds an earlier run starts afresh (its rows are not appended to the old
+    ones) and saves its options in bo_run.json, so that a ``--resume`` of a test function there is refused."""
+    (tmp_path / "space.json").write_text('{"x": {"type": "float", "low": 0, "high": 1}}')
+    (tmp_path / "sq.py").write_text("def f(p):\n    return p['x'] ** 2\n")
+    monkeypatch.chdir(tmp_path)
+    argv = ["bo", "--space", "space.json", "--objective", "sq:f", "--evals", "4", "--seeds", "1", "--features", "8",
+            "--rank", "2", "--candidates", "16", "--out", "o", "--quiet"]
+    for _ in range(2):
+        assert main(argv) == 0
+        df = pd.read_csv(tmp_path / "o" / "bo.csv")
+        assert len(df) == 4 and list(df.step) == [1, 2, 3, 4]
+    import json
+
+    assert json.loads((tmp_path / "o" / "bo_run.json").read_text())["objective"] == "sq:f"
+    assert main(["bo", "--evals", "4", "--seeds", "1", "--out", "o", "--resume", "--quiet"]) == 2

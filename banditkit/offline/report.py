@@ -12,6 +12,7 @@ import os
 import numpy as np
 import pandas as pd
 
+from banditkit.checkpoint import atomic_file
 from banditkit.offline.evaluate import to_markdown
 
 
@@ -55,15 +56,17 @@ def plot_ope(table: pd.DataFrame, path: str | os.PathLike) -> str:
 
 
 def write_report(table: pd.DataFrame, out: str | os.PathLike, name: str = "evaluate") -> dict[str, str]:
-    """``{csv, md, png}`` paths written into ``out`` (created if needed)."""
+    """``{csv, md, png}`` paths written into ``out`` (created if needed), each atomically
+    (:func:`banditkit.checkpoint.atomic_file`)."""
     folder = os.fspath(out)
     os.makedirs(folder, exist_ok=True)
     paths = {ext: os.path.join(folder, f"{name}.{ext}") for ext in ("csv", "md", "png")}
-    table.to_csv(paths["csv"] + ".tmp", index=False)
-    os.replace(paths["csv"] + ".tmp", paths["csv"])
-    with open(paths["md"], "w") as fh:
+    with atomic_file(paths["csv"], ".csv") as tmp:  # each file whole or not at all
+        table.to_csv(tmp, index=False)
+    with atomic_file(paths["md"], ".md") as tmp, open(tmp, "w") as fh:
         fh.write(to_markdown(table) + "\n")
-    plot_ope(table, paths["png"])
+    with atomic_file(paths["png"], ".png") as tmp:
+        plot_ope(table, tmp)
     return paths
 
 

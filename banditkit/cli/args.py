@@ -1,0 +1,90 @@
+"""Argument types and option groups shared by the commands (``--steps`` / ``--seeds`` / ``--out`` / ``--resume``,
+``--set KEY=VALUE``, ``--obs-noise`` / ``--adaptive-noise``, ``--force-unlock``)."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+from collections.abc import Callable
+from typing import Any
+
+
+def checked(cast: Callable[[str], Any], ok: Callable[[Any], bool], want: str) -> Callable[[str], Any]:
+    """An argparse ``type``: ``cast(text)``, refused with "expected WANT" when it fails or ``ok(value)`` is false."""
+
+    def parse(text: str):
+        try:
+            v = cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {want}, got {text!r}") from None
+        if not ok(v):
+            raise argparse.ArgumentTypeError(f"expected {want}, got {v}")
+        return v
+
+    return parse
+
+
+positive = checked(int, lambda v: v >= 1, "a positive integer")
+seconds = checked(float, lambda v: v >= 0, "a number of seconds >= 0")
+variance = checked(float, lambda v: 0 < v < float("inf"), "a finite variance > 0 (e.g. 0.01)")
+
+
+def setting(text: str) -> tuple[str, object]:
+    """``--set KEY=VALUE``: one posterior hyper-parameter; the value read as a Python literal (``20``, ``1e-2``,
+    ``True``, ``None``), else kept as text (``gain``)."""
+    key, sep, raw = text.partition("=")
+    key, raw = key.strip(), raw.strip()
+    if not sep or not key.isidentifier() or not raw:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, e.g. rank=20 or dynamics_mode=gain; got {text!r}")
+    try:
+        value = ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        return key, raw
+    try:  # saved with the run's options: as JSON reads it back (a tuple becomes a list), or not at all
+        return key, json.loads(json.dumps(value))
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"--set {key}: {raw!r} is not a number, string, bool, None or list") from None
+
+
+def noise_args(p: argparse.ArgumentParser, default: float, units: str) -> None:
+    """``--obs-noise VARIANCE`` and ``--adaptive-noise``."""
+    from banditkit.posteriors.noise import SUPPORTED
+
+    p.add_argument("--obs-noise", type=variance, default=None, metavar="VARIANCE",
+                   help=f"variance of the Gaussian reward likelihood, {units} (default {default:g}); with "
+                   "--adaptive-noise its starting value")
+    p.add_argument("--adaptive-noise", action="store_true",
+                   help="learn the observation variance online (variational Bayes, bk.posteriors.adaptive_noise) "
+                   f"instead of keeping it fixed; for the backends {', '.join(SUPPORTED)}")
+
+
+def set_arg(p: argparse.ArgumentParser) -> None:
+    """``--set KEY=VALUE`` (repeatable)."""
+    p.add_argument("--set", action="append", type=setting, metavar="KEY=VALUE",
+                   help="a posterior hyper-parameter, repeatable: --set rank=20 --set dynamics_cov=0.01 --set "
+                   "dynamics_mode=gain (run / compare: each agent whose backend takes the key; bo: the surrogate; "
+                   "see help(bk.posteriors.NAME))")
+
+
+def force_unlock_arg(p: argparse.ArgumentParser) -> None:
+    """``--force-unlock``: take over a results folder whose lock names a process that cannot be checked."""
+    p.add_argument("--force-unlock", action="store_true",
+                   help="take over --out even though its lock names a process this machine cannot check (one on "
+                   "another host); only when that process has stopped. A process that has stopped on this host is "
+                   "detected and its lock taken over without this flag")
+
+
+def common(p: argparse.ArgumentParser, steps: int, seeds: int, out: str) -> None:
+    """The options of the bandit commands (``demo``, ``run``, ``compare``)."""
+    p.add_argument("--steps", type=positive, default=steps, help=f"rounds per seed (default {steps})")
+    p.add_argument("--seeds", type=positive, default=seeds, help=f"number of seeds 0..n-1 (default {seeds})")
+    p.add_argument("--out", default=out, help=f"output folder (default {out})")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run saved in --out (same options): finished agents are kept, the agent in "
+                   "progress goes on from its last checkpoint with exactly the actions of an unstopped run")
+    p.add_argument("--save-every", type=seconds, default=60.0, metavar="SECONDS",
+                   help="checkpoint the agent in progress (all seeds) to --out at most this often (default 60; 0: "
+                   "after every chunk)")
+    force_unlock_arg(p)
+    p.add_argument("--quiet", action="store_true", help="no progress bar")

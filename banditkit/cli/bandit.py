@@ -1,0 +1,266 @@
+"""``banditkit demo | run | compare``: bandit agents on an environment, several seeds, into a resumable results folder
+(:class:`~banditkit.experiments.results_folder.ResultsFolder`: ``<cmd>.csv``, ``<cmd>_run.json``, ``<cmd>_state/``,
+plus ``<cmd>_timing.json``: each finished agent's compile and run times, for the summary of a resumed run)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from banditkit.cli import args as cli_args
+from banditkit.cli.errors import CLIError
+from banditkit.cli.folder import writing
+from banditkit.cli.report import report
+
+DEMO_AGENTS = {
+    "HiLoFi-TS": "hilofi-thompson",
+    "LoFi-TS": "lofi-thompson",
+    "neural-linear-TS": "neural_linear-thompson",
+    "linear-TS": "linear-thompson",
+    "eps-greedy": "replay_sgd-epsilon_greedy",
+}
+_POINT_ESTIMATE = {"eps_greedy", "epsilon_greedy", "greedy", "eps-greedy", "epsilon-greedy"}
+
+
+def env_id(name: str) -> str:
+    """The registered environment id for a short name (``mushroom`` -> ``banditkit/Mushroom-v0``)."""
+    from banditkit.environments import ENV_IDS
+
+    if name in ENV_IDS:
+        return name
+    key = name.strip().lower().replace("_", "").replace("-", "")
+    for eid in ENV_IDS:
+        short = eid.split("/", 1)[1].rsplit("-v", 1)[0].lower()
+        if key in (short, short + "v0"):
+            return eid
+    names = ", ".join(i.split("/", 1)[1].rsplit("-v", 1)[0].lower() for i in ENV_IDS)
+    raise CLIError(f"unknown environment {name!r}; choose one of: {names}")
+
+
+def spec(agent: str, policy: str) -> str:
+    """``agent`` with ``--policy`` appended when it names a posterior only (``hilofi`` -> ``hilofi-thompson``,
+    ``hilofi-adaptive_noise`` -> ``hilofi-thompson-adaptive_noise``); a full spec or a point-estimate baseline
+    (``lofi-ucb``, ``eps_greedy``) is kept as written, and a bad name is reported where the agents are built."""
+    from banditkit.agents.factory import ADAPTIVE_SUFFIX, parse_spec, split_noise_suffix
+
+    a = agent.strip()
+    core, learns = split_noise_suffix(a) if a else (a, False)
+    if core in _POINT_ESTIMATE:
+        return a
+    try:
+        parse_spec(f"{core}-{policy}")
+    except ValueError:  # already has a policy, or no valid name at all
+        return a
+    return f"{core}-{policy}" + (f"-{ADAPTIVE_SUFFIX}" if learns else "")
+
+
+def settings_by_agent(agents: dict, sets: dict) -> dict[str, dict]:
+    """Each agent's share of ``--set``: the keys its posterior backend takes.  A key that no agent's backend takes
+    is an error naming what they do take (checked before anything runs)."""
+    import inspect
+
+    from banditkit.agents.bandit import backends
+    from banditkit.agents.factory import parse_spec
+
+    taken: dict[str, dict] = {}
+    names: dict[str, set] = {}
+    for label, s in agents.items():
+        try:
+            post = parse_spec(s)[0]
+        except ValueError as e:
+            raise CLIError(str(e)) from None
+        params = inspect.signature(backends()[post]).parameters
+        takes_all = any(p.kind == p.VAR_KEYWORD for p in params.values())
+        names[post] = {k for k, p in params.items() if p.kind == p.KEYWORD_ONLY}
+        taken[label] = {k: v for k, v in sets.items() if takes_all or k in params}
+    unused = [k for k in sets if not any(k in t for t in taken.values())]
+    if unused:
+        known = "; ".join(f"{post}: {', '.join(sorted(ks))}" for post, ks in names.items())
+        raise CLIError(f"--set {', '.join(unused)}: no agent here takes it (their hyper-parameters: {known})")
+    return taken
+
+
+def noise_by_agent(agents: dict, obs: float | None, adaptive: bool) -> dict[str, dict]:
+    """Each agent's observation-noise settings from ``--obs-noise`` / ``--adaptive-noise``: ``make_agent`` keyword
+    arguments.  ``--adaptive-noise`` wraps the agents whose backend :func:`banditkit.posteriors.adaptive_noise`
+    supports (a run where none does is an error naming those backends); an agent whose spec ends in
+    ``-adaptive_noise`` learns it anyway (``make_agent`` reads the suffix)."""
+    from banditkit.agents.factory import parse_spec, split_noise_suffix
+    from banditkit.posteriors.noise import SUPPORTED
+
+    learnable = {label: parse_spec(s)[0] in SUPPORTED for label, s in agents.items()}
+    if adaptive and not any(learnable.values()):
+        raise CLIError(f"--adaptive-noise: none of these agents has a backend that learns its noise this way "
+                       f"({', '.join(sorted(SUPPORTED))}); neural_linear and linear learn theirs already")
+    kwargs = {}
+    for label, s in agents.items():
+        kw = {} if obs is None else {"obs_noise": obs}
+        if adaptive and learnable[label] and not split_noise_suffix(s)[1]:
+            kw["adaptive_noise"] = True
+        kwargs[label] = kw
+    return kwargs
+
+
+def run_bandit(cmd: str, agents: dict, args: argparse.Namespace) -> int:
+    """Run ``agents`` (``{label: spec}``) for ``banditkit CMD``: settings checked and custom agents built before
+    the folder is touched, then — as the folder's one writer — a fresh start or a resume, one agent after another
+    (each checkpointed in ``<cmd>_state/``), and the summary."""
+    import pandas as pd
+
+    from banditkit.agents.factory import ADAPTIVE_SUFFIX, split_noise_suffix
+    from banditkit.experiments import runner
+    from banditkit.experiments.results_folder import ResultsFolder, agent_rows_to_resume
+
+    env = env_id(args.env)
+    sets = dict(getattr(args, "set", None) or [])
+    per_agent = settings_by_agent(agents, sets)
+    obs_noise, adaptive = getattr(args, "obs_noise", None), bool(getattr(args, "adaptive_noise", False))
+    noise = noise_by_agent(agents, obs_noise, adaptive)
+    run = dict(env=env, agents=agents, steps=args.steps, seeds=args.seeds, set=sets, obs_noise=obs_noise,
+               adaptive_noise=adaptive)
+    labels = {a: f"{a}-{ADAPTIVE_SUFFIX}" if noise[a].get("adaptive_noise") else a for a in agents}  # rows say which
+    twice = sorted({b for b in labels.values() if list(labels.values()).count(b) > 1})
+    if twice:
+        raise CLIError(f"--adaptive-noise: {', '.join(twice)} would run twice (an agent listed both with and without "
+                       "the -adaptive_noise suffix); list it once, or drop --adaptive-noise to compare the two")
+    agents, per_agent, noise = ({labels[a]: v for a, v in d.items()} for d in (agents, per_agent, noise))
+    env_obj, built = None, {}
+    custom = [a for a in agents if per_agent[a] or noise[a] or split_noise_suffix(agents[a])[1]]
+    if custom:  # built before the folder is touched: a bad value loses nothing
+        from banditkit.agents import make_agent
+
+        env_obj = runner._make_env(env, {}, args.steps)
+        for label in custom:
+            try:
+                built[label] = make_agent(agents[label], env_obj, posterior_kwargs=per_agent[label], **noise[label])
+            except (TypeError, ValueError) as e:
+                raise CLIError(f"{'--set for ' if per_agent[label] else ''}{label}: {e}") from None
+    prog = f"banditkit {cmd}"
+    with writing(ResultsFolder(args.out, cmd), args, prog) as folder:
+        old = pd.DataFrame()
+        timing: dict = {}
+        finished: set[str] = set()
+        if args.resume:
+            folder.check_resumable(run, absent=dict(set={}, obs_noise=None, adaptive_noise=False))
+            old, finished = agent_rows_to_resume(folder, agents, args.steps, args.seeds)
+            timing = folder.read_json("_timing.json") or {}
+        else:
+            folder.start(run, others=["_timing.json"])
+        os.makedirs(folder.state_dir, exist_ok=True)
+        t0 = time.perf_counter()
+        frames = [old]
+        try:
+            for label, s in agents.items():
+                if label in finished:
+                    continue
+                if env_obj is None:
+                    env_obj = runner._make_env(env, {}, args.steps)
+                ck = runner.agent_checkpoint(folder.state_dir, label)
+                df = runner.run(env_obj, built.get(label, s), args.steps, args.seeds, name=label,
+                                progress=not args.quiet, csv_path=folder.csv, checkpoint=ck,
+                                save_every=args.save_every)
+                frames.append(df)
+                timing.update(json.loads(json.dumps(df.attrs.get("timing", {}), default=float)))
+                folder.write_json("_timing.json", timing)
+                os.remove(ck)
+        except KeyboardInterrupt:
+            print(f"{prog}: interrupted; finished chunks are in {folder.csv} and each agent's progress in "
+                  f"{folder.state_dir}/ (saved at most --save-every s before). Run the same command with --resume to "
+                  "continue", file=sys.stderr)
+            return 130
+        order = {a: i for i, a in enumerate(agents)}
+        df = pd.concat([f for f in frames if len(f)], ignore_index=True)
+        df = df.sort_values(["agent", "seed", "step"], key=lambda c: c.map(order) if c.name == "agent" else c,
+                            kind="stable").reset_index(drop=True)
+        df.attrs["timing"] = timing
+        folder.write_rows(df)  # the complete frame (the chunks were appended while running)
+        folder.finish()  # no checkpoint is needed any more
+        if not args.quiet:
+            print(
+                f"{env}: {len(agents)} agent(s) x {args.seeds} seed(s) x {args.steps} steps in "
+                f"{time.perf_counter() - t0:.1f} s" + "".join(f"; --set {k}={v!r}" for k, v in sets.items())
+                + ("" if obs_noise is None else f"; --obs-noise {obs_noise:g}")
+                + ("; the agents ending in -adaptive_noise learn the observation variance online" if adaptive else "")
+                + "\n"
+            )
+        report(df, folder, args.quiet)
+    return 0
+
+
+# commands -------------------------------------------------------------------------------------------------------------
+def cmd_demo(args: argparse.Namespace) -> int:
+    agents = dict(DEMO_AGENTS)
+    if args.agents:
+        wanted = [a.strip() for a in args.agents.split(",") if a.strip()]
+        by_key = {k.lower(): k for k in DEMO_AGENTS} | {v: k for k, v in DEMO_AGENTS.items()}
+        unknown = [a for a in wanted if a.lower() not in by_key and a not in by_key]
+        if unknown:
+            raise CLIError(f"unknown demo agent(s) {unknown}; choose from {', '.join(DEMO_AGENTS)}")
+        agents = {
+            by_key.get(a, by_key.get(a.lower())): DEMO_AGENTS[by_key.get(a, by_key.get(a.lower()))] for a in wanted
+        }
+    return run_bandit("demo", agents, args)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    s = spec(args.agent, args.policy)
+    return run_bandit("run", {s: s}, args)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    names = [a for a in args.agents.split(",") if a.strip()]
+    if not names:
+        raise CLIError("banditkit compare: error: --agents needs a comma-separated list, e.g. hilofi,lofi,eps_greedy")
+    specs = [spec(a, args.policy) for a in names]
+    return run_bandit("compare", {s: s for s in specs}, args)
+
+
+def register(sub) -> None:
+    """Add ``demo``, ``run`` and ``compare`` to ``banditkit``'s sub-parsers."""
+    d = sub.add_parser(
+        "demo",
+        help="regret comparison of five agents on the shipped real Mushroom data",
+        description="HiLoFi-TS, LoFi-TS, neural-linear-TS, linear-TS and eps-greedy on real data "
+        "(UCI Mushroom, shipped in the package): prints the summary and saves CSV, Markdown, PNG.",
+    )
+    d.add_argument("--env", default="mushroom", help="environment (default mushroom; shuttle, adult also offline)")
+    d.add_argument(
+        "--agents", default=None, help=f"subset of the demo agents, comma-separated ({', '.join(DEMO_AGENTS)})"
+    )
+    cli_args.common(d, steps=1500, seeds=3, out=os.path.join("results", "demo"))
+    d.set_defaults(func=cmd_demo)
+
+    r = sub.add_parser(
+        "run",
+        help="one agent on one environment",
+        description="Run one agent (posterior + policy) on an environment for --steps rounds and --seeds seeds.",
+    )
+    r.add_argument("--env", required=True, help="environment: mnist, mushroom, shuttle, adult, wheel, ...")
+    r.add_argument(
+        "--agent",
+        required=True,
+        help="posterior backend (hilofi, lofi, neural_linear, linear, ...), a full spec 'hilofi-ucb', or eps_greedy",
+    )
+    r.add_argument("--policy", default="thompson", help="thompson, ucb, greedy, epsilon_greedy (default thompson)")
+    cli_args.set_arg(r)
+    cli_args.noise_args(r, 0.1, "of the reward scaled to max |expected reward| = 1")
+    cli_args.common(r, steps=2000, seeds=1, out="results")
+    r.set_defaults(func=cmd_run)
+
+    c = sub.add_parser(
+        "compare",
+        help="several agents on one environment",
+        description="Compare agents on the same environment and seeds.",
+    )
+    c.add_argument("--env", required=True, help="environment: mnist, mushroom, shuttle, adult, wheel, ...")
+    c.add_argument("--agents", required=True,
+                   help="comma-separated: hilofi,lofi,neural_linear,eps_greedy (a name ending in -adaptive_noise "
+                   "learns its observation variance: hilofi,hilofi-adaptive_noise)")
+    c.add_argument("--policy", default="thompson", help="policy for names without one (default thompson)")
+    cli_args.set_arg(c)
+    cli_args.noise_args(c, 0.1, "of the reward scaled to max |expected reward| = 1")
+    cli_args.common(c, steps=2000, seeds=5, out="results")
+    c.set_defaults(func=cmd_compare)
