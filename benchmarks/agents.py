@@ -21,15 +21,23 @@ import numpy as np
 
 import banditkit as bk
 
+#: the Gaussian observation variance of the protocol agents (make_agent's default when the committed tables were made;
+#: make_agent now reads it from the env, banditkit.agents.scales): kept so that their tables reproduce
+PROTOCOL_OBS_NOISE = 0.1
+
 
 def agent_factory(spec: str, post: dict | None = None, *, per_env: Callable | None = None, note: dict | None = None,
            **kw) -> Callable:
-    """Agent factory ``env -> make_agent(spec, env, posterior_kwargs=post, **kw)``.  ``per_env(env) -> dict``: extra
+    """Agent factory ``env -> make_agent(spec, env, posterior_kwargs=post, **kw)`` with ``obs_noise =
+    PROTOCOL_OBS_NOISE`` unless ``kw`` sets the observation model.  ``per_env(env) -> dict``: extra
     ``make_agent`` keywords that need the env (e.g. a diagnostic's labels); ``note``: extra entries for ``.hyper``."""
     from banditkit.agents import make_agent
 
+    fixed = {} if {"obs_noise", "likelihood", "adaptive_noise"} & set(kw) else {"obs_noise": PROTOCOL_OBS_NOISE}
+
     def factory(env):
-        return make_agent(spec, env, posterior_kwargs=dict(post or {}), **kw, **(per_env(env) if per_env else {}))
+        return make_agent(spec, env, posterior_kwargs=dict(post or {}), **fixed, **kw,
+                          **(per_env(env) if per_env else {}))
 
     factory.spec = spec
     factory.hyper = dict(post or {}, **(note or {}), **{k: v for k, v in kw.items() if k != "agent_class"})

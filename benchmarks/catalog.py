@@ -84,6 +84,9 @@ STUDIES = [
           "why the subspace EKF trails the paper on MNIST: its warm-up fit (bandit feedback vs the reference's labels)",
           "results/mnist_seed002_warmup_fit.md (README.md cites it); studies/subspace_warmup/results/ (clip, "
           "full-feedback runs)"),
+    Entry("default_noise", "benchmarks.studies.default_noise",
+          "the agents' observation variance from the env's own rewards (make_agent's rule) against fixed values",
+          "studies/default_noise/results/default_noise{,_fmnist}.md, .csv"),
     Entry("linear_noise", "benchmarks.studies.linear_noise",
           "the linear agent's learned noise variance, one shared vs one per arm",
           "studies/linear_noise/results/diag_linear_noise_{mnist,shuttle}.md, .csv"),

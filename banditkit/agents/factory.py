@@ -31,6 +31,7 @@ data: ``subspace_ekf``) gets ``warmup_steps = WARMUP_PER_ARM · K`` round-robin 
 from __future__ import annotations
 
 from banditkit.agents.bandit import BanditAgent, accepts_keyword, backends
+from banditkit.agents.scales import default_obs_noise, reward_scale
 from banditkit.likelihoods import Gaussian
 from banditkit.models import MLP, EmbeddingMLP, LeNet5
 from banditkit.policies import rules as _rules
@@ -153,26 +154,6 @@ def _filtered(factory, hyper: dict) -> dict:
     return {k: v for k, v in hyper.items() if accepts_keyword(factory, k)}
 
 
-def reward_scale(env, rounds: int = 256) -> float:
-    """The env's ``reward_scale`` attribute, else ``max |expected reward|`` over the first ``rounds`` rounds of
-    ``functional(0, rounds)`` (1.0 when that is unavailable or zero).  Agents observe ``r / reward_scale``, so one
-    set of default hyper-parameters (obs noise 0.1, unit-scale priors) suits envs whose rewards are ±35 or ±1."""
-    u = getattr(env, "unwrapped", env)
-    declared = getattr(u, "reward_scale", None)
-    if declared is not None:
-        return float(declared)
-    if not hasattr(u, "functional"):
-        return 1.0
-    import numpy as np
-
-    try:
-        expected = np.asarray(u.functional(0, rounds).expected)
-    except Exception:  # noqa: BLE001 - a scale estimate must never stop agent construction
-        return 1.0
-    scale = float(np.max(np.abs(expected))) if expected.size else 0.0
-    return scale if np.isfinite(scale) and scale > 0 else 1.0
-
-
 def make_agent(
     spec: str,
     env,
@@ -195,6 +176,10 @@ def make_agent(
       posterior_kwargs / policy_kwargs: override :data:`DEFAULT_HYPER` / the policy's defaults.
       agent_class: a :class:`BanditAgent` subclass to build instead (same constructor).
       agent_kwargs: passed to :class:`BanditAgent` (``likelihood``, ``obs_noise``, ``warmup_steps``, ...).
+        Without ``obs_noise`` or ``likelihood`` the Gaussian observation variance comes from the env's own rewards:
+        :func:`banditkit.agents.scales.default_obs_noise` (``R = min(ν + 0.1 v, 0.1)``: the reward's noise plus a
+        tenth of the expected reward's per-arm variance, in observed units); a learned variance
+        (``adaptive_noise``) starts at BanditAgent's 0.1.
     """
     post_name, pol_name = parse_spec(spec)
     if split_noise_suffix(spec)[1]:
@@ -226,7 +211,11 @@ def make_agent(
     kwargs = dict(per_arm=per_arm)
     lik = agent_kwargs.get("likelihood")
     if lik is None or isinstance(lik, Gaussian):  # Bernoulli/Categorical observations stay in {0, 1}
-        kwargs["reward_scale"] = reward_scale(u)
+        kwargs["reward_scale"] = agent_kwargs.get("reward_scale", reward_scale(u))
+        if lik is None and "obs_noise" not in agent_kwargs and not agent_kwargs.get("adaptive_noise"):
+            # the Gaussian variance from the env's own rewards (banditkit.agents.scales); a learned variance keeps
+            # BanditAgent's start, which lies above the misfit it comes down from (posteriors.noise)
+            kwargs["obs_noise"] = default_obs_noise(u, kwargs["reward_scale"])
     kwargs.update(agent_kwargs)
     cls = BanditAgent if agent_class is None else agent_class
     if not (isinstance(cls, type) and issubclass(cls, BanditAgent)):

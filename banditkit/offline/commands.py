@@ -1,4 +1,5 @@
-"""The logic of ``banditkit evaluate`` and ``banditkit warmstart`` (``cli.py`` only registers them: :func:`register`).
+"""The logic of ``banditkit evaluate`` and ``banditkit warmstart`` (the ``banditkit.cli`` package only registers
+them: :func:`register`).
 
 ``banditkit evaluate --log FILE --agents SPEC,SPEC,... [--out DIR]``::
 

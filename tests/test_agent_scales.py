@@ -1,0 +1,92 @@
+"""The observation units read from the environment (banditkit.agents.scales): known answers on envs built here."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from banditkit.agents import make_agent, scales
+from banditkit.environments.functional import FunctionalBandit
+
+K, F = 4, 3
+
+
+class _Env:
+    """A minimal functional bandit: expected reward ``E r_{t,a} = means[a] + slopes[a] · x_t`` plus ``N(0, noise)``."""
+
+    num_actions = K
+    per_arm_features = False
+    default_model = "mlp"
+    task = "bandit"
+
+    def __init__(self, noise: float, amplitude: float = 1.0, **attrs):
+        self.noise, self.amplitude = noise, amplitude
+        self.__dict__.update(attrs)
+
+    def functional(self, seed: int, steps: int) -> FunctionalBandit:
+        rng = np.random.default_rng(seed)
+        x = rng.normal(size=(steps, F)).astype(np.float32)
+        slopes = np.linspace(-1.0, 1.0, K * F).reshape(K, F)
+        expected = self.amplitude * (np.arange(K) / K + x @ slopes.T)
+        rewards = expected + rng.normal(scale=np.sqrt(self.noise), size=expected.shape)
+        return FunctionalBandit(jnp.asarray(x), jnp.arange(steps, dtype=jnp.int32),
+                                jnp.asarray(rewards, jnp.float32), jnp.asarray(expected, jnp.float32))
+
+
+def _signal(env, rounds=scales.ROUNDS) -> float:
+    fb = env.functional(0, rounds)
+    return float(np.mean(np.var(np.asarray(fb.expected, np.float64), axis=0)))
+
+
+def test_reward_noise_recovers_the_true_variance():
+    # 256 rounds x 4 arms of N(0, 0.25): the estimate's relative standard error is sqrt(2 / 1024) = 4.4 %
+    assert scales.reward_noise(_Env(noise=0.25)) == pytest.approx(0.25, rel=0.15)
+    assert scales.reward_noise(_Env(noise=0.0)) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_obs_noise_is_noise_plus_the_unexplained_share_of_the_signal_in_observed_units():
+    env = _Env(noise=0.25, amplitude=3.0)
+    s = scales.reward_scale(env)
+    want = (scales.reward_noise(env) + scales.UNEXPLAINED_SHARE * _signal(env)) / s**2
+    assert scales.default_obs_noise(env) == pytest.approx(want, rel=1e-9)
+    # a noise-free env: only the unexplained share, and it does not depend on the reward's units
+    a, b = _Env(noise=0.0, amplitude=1.0), _Env(noise=0.0, amplitude=35.0)
+    want = scales.UNEXPLAINED_SHARE * _signal(a) / scales.reward_scale(a) ** 2
+    assert scales.default_obs_noise(a) == pytest.approx(want)
+    assert scales.default_obs_noise(a) == pytest.approx(scales.default_obs_noise(b), rel=1e-5)
+
+
+def test_declared_noise_and_scale_take_precedence_and_bad_declarations_are_refused():
+    env = _Env(noise=0.0, reward_noise=0.04, reward_scale=2.0)
+    assert scales.reward_noise(env) == 0.04 and scales.reward_scale(env) == 2.0
+    assert scales.default_obs_noise(env) == pytest.approx((0.04 + scales.UNEXPLAINED_SHARE * _signal(env)) / 4.0)
+    with pytest.raises(ValueError, match="reward_noise must be a finite variance"):
+        scales.reward_noise(_Env(noise=0.0, reward_noise=-1.0))
+
+
+def test_the_variance_is_capped_at_the_earlier_default():
+    # noise s.d. 20 on a reward of scale ~5: the rule would ask for a variance of about 16 in observed units
+    env = _Env(noise=400.0)
+    assert scales.reward_noise(env) == pytest.approx(400.0, rel=0.15)
+    assert scales.default_obs_noise(env) == scales.FALLBACK_OBS_NOISE
+
+
+def test_an_env_without_a_functional_form_keeps_the_fallback():
+    class Opaque:
+        num_actions = K
+
+    assert scales.reward_noise(Opaque()) is None
+    assert scales.default_obs_noise(Opaque()) == scales.FALLBACK_OBS_NOISE
+
+
+def test_make_agent_uses_the_rule_unless_told_otherwise():
+    import gymnasium as gym
+
+    env = gym.make("banditkit/Shuttle-v0", max_steps=50)
+    rule = scales.default_obs_noise(env)
+    assert 0 < rule < scales.FALLBACK_OBS_NOISE  # Shuttle's rewards carry no noise of their own
+    assert make_agent("hilofi-thompson", env).likelihood.obs_noise == pytest.approx(rule)
+    assert make_agent("hilofi-thompson", env, obs_noise=0.3).likelihood.obs_noise == 0.3
+    # a learned variance starts where BanditAgent starts it, above the misfit it comes down from
+    assert make_agent("hilofi-thompson-adaptive_noise", env).likelihood.obs_noise == 0.1
