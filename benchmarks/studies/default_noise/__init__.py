@@ -51,11 +51,14 @@ def run(args) -> pd.DataFrame:
     for name in args.envs.split(","):
         env = gym.make(f"banditkit/{name}-v0", max_steps=args.steps)
         for spec in args.specs.split(","):
+            done: dict[float, pd.Series] = {}
             for variant in args.variants.split(","):
                 r = variance(env, variant)
                 tic = time.perf_counter()
-                df = bk.run(env, make_agent(spec, env, obs_noise=r), args.steps, args.seeds, progress=False)
-                total = df.groupby("seed")["reward"].sum()
+                if r not in done:  # a variant naming the same variance as an earlier one reuses its run
+                    df = bk.run(env, make_agent(spec, env, obs_noise=r), args.steps, args.seeds, progress=False)
+                    done[r] = df.groupby("seed")["reward"].sum()
+                total = done[r]
                 for seed, value in total.items():
                     rows.append(dict(env=name, agent=spec, variant=variant, obs_noise=r, seed=int(seed),
                                      steps=args.steps, cumulative_reward=float(value)))
