@@ -1,3 +1,3 @@
 """The package version, importable without importing the package (checkpoint files record it)."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -1,4 +1,5 @@
-"""Write .ci/constraints.txt: the installed version of every package in banditkit[test,data]'s dependency closure.
+"""Write .ci/constraints.txt: the installed version of every package in banditkit[test,data,docs]'s dependency closure
+and of ``build`` (CI's wheel check).
 
 Run in an environment where ``bash scripts/test.sh`` has just passed with ``BANDITKIT_UNPINNED=1`` (latest
 versions), then commit the file: CI and ``scripts/test.sh`` install against exactly these versions, so a new
@@ -32,7 +33,7 @@ def closure(root: str, extras: set[str]) -> dict[str, md.Distribution]:
         visited.add((name, want))
         dist = dists.get(name)
         if dist is None:
-            raise SystemExit(f"{name} is not installed: run `pip install -e '.[test,data]'` first")
+            raise SystemExit(f"{name} is not installed: run `pip install -e '.[test,data,docs]' build` first")
         for text in dist.requires or []:
             req = Requirement(text)
             if req.marker is not None and not any(req.marker.evaluate({"extra": e}) for e in (want or {""})):
@@ -46,7 +47,11 @@ def closure(root: str, extras: set[str]) -> dict[str, md.Distribution]:
 
 
 def main() -> None:
-    pins = sorted(f"{d.metadata['Name']}=={d.version}" for d in closure("banditkit", {"test", "data"}).values())
+    found = closure("banditkit", {"test", "data", "docs"})
+    # build: scripts/wheel_check.sh builds the sdist and the wheel with it (CI)
+    found.update(closure("build", set()))
+    found[canonicalize_name("build")] = md.distribution("build")
+    pins = sorted(f"{d.metadata['Name']}=={d.version}" for d in found.values())
     out = Path(__file__).resolve().parent.parent / ".ci" / "constraints.txt"
     out.write_text(HEADER + "\n".join(pins) + "\n")
     print(f"wrote {len(pins)} pins to {out}")

@@ -15,10 +15,11 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 # Pinned to the versions CI runs against (.ci/constraints.txt); BANDITKIT_UNPINNED=1 tests the latest releases.
+# The docs extra too: CI builds the reference after the tests (scripts/docs.sh, from .ci/run).
 if [[ "${BANDITKIT_UNPINNED:-0}" == "1" ]]; then
-  python -m pip install -q -e ".[test,data]"
+  python -m pip install -q -e ".[test,data,docs]"
 else
-  python -m pip install -q -c .ci/constraints.txt -e ".[test,data]"
+  python -m pip install -q -c .ci/constraints.txt -e ".[test,data,docs]"
 fi
 # Real data for the realdata-marked tests.  A fetch that fails stops the run here (set -e): the suite is not
 # allowed to pass with those tests skipped.

@@ -1,16 +1,16 @@
 """Bayesian optimisation with online neural surrogates: the ask/tell :class:`BayesOpt` and :func:`optimize`.
 
-```python
-opt = bk.BayesOpt(bounds=[(-5, 10), (0, 15)], surrogate="hilofi", acquisition="thompson", direction="minimize")
-x = opt.ask(); opt.tell(x, f(x)); opt.best; opt.history; opt.save("run.bk"); bk.BayesOpt.load("run.bk")
-res = bk.bo.optimize(f, bounds, n_evals=50, surrogate="hilofi", acquisition="ei")
-res = bk.bo.optimize(f, bounds, n_evals=50, checkpoint="run.bk")  # resumable: re-run the same call to continue
-opt = bk.BayesOpt(bounds, surrogate="gp", acquisition="ei")   # exact GP baseline (banditkit.bo.gp)
+.. code-block:: python
 
-from banditkit.bo import space                                # typed search spaces: ask() gives a dict
-opt = bk.BayesOpt(space={"lr": space.Float(1e-4, 1.0, log=True), "depth": space.Int(2, 12),
-                         "loss": space.Categorical(["log_loss", "exponential"])}, direction="maximize")
-```
+   opt = bk.BayesOpt(bounds=[(-5, 10), (0, 15)], surrogate="hilofi", acquisition="thompson", direction="minimize")
+   x = opt.ask(); opt.tell(x, f(x)); opt.best; opt.history; opt.save("run.bk"); bk.BayesOpt.load("run.bk")
+   res = bk.bo.optimize(f, bounds, n_evals=50, surrogate="hilofi", acquisition="ei")
+   res = bk.bo.optimize(f, bounds, n_evals=50, checkpoint="run.bk")  # resumable: re-run the same call to continue
+   opt = bk.BayesOpt(bounds, surrogate="gp", acquisition="ei")   # exact GP baseline (banditkit.bo.gp)
+
+   from banditkit.bo import space                                # typed search spaces: ask() gives a dict
+   opt = bk.BayesOpt(space={"lr": space.Float(1e-4, 1.0, log=True), "depth": space.Int(2, 12),
+                            "loss": space.Categorical(["log_loss", "exponential"])}, direction="maximize")
 
 The parts: :mod:`~banditkit.bo.space` (search spaces and their encoding), :mod:`~banditkit.bo.surrogate` (the
 model contract; :mod:`~banditkit.bo.surrogate_nn`, :mod:`~banditkit.bo.surrogate_gp`),

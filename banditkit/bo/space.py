@@ -1,16 +1,16 @@
 """Typed search spaces for :class:`~banditkit.bo.BayesOpt`: named ``Float``, ``Int`` and ``Categorical`` parameters,
 and the one encoding that maps them into the surrogate's unit cube and back.
 
-```python
-from banditkit.bo import space
-sp = space.Space({"lr": space.Float(1e-4, 1.0, log=True), "depth": space.Int(2, 12),
-                  "loss": space.Categorical(["log_loss", "exponential"])})
-u = sp.encode({"lr": 0.01, "depth": 7, "loss": "exponential"})   # (sp.dim,) = (1 + 1 + 2,) floats in [0, 1]
-sp.decode(u)                       # {"lr": 0.01, "depth": 7, "loss": "exponential"}: Python float, int, str
-sp.snap(u_anywhere)                # encode(decode(u)): the encoding of the valid point u stands for
-sp.sample(np.random.default_rng(0), 8)   # (8, sp.dim) encodings of valid points, uniform per parameter
-sp.neighbors(u)                    # (m, sp.dim): u with one discrete parameter moved to another value
-```
+.. code-block:: python
+
+   from banditkit.bo import space
+   sp = space.Space({"lr": space.Float(1e-4, 1.0, log=True), "depth": space.Int(2, 12),
+                     "loss": space.Categorical(["log_loss", "exponential"])})
+   u = sp.encode({"lr": 0.01, "depth": 7, "loss": "exponential"})   # (sp.dim,) = (1 + 1 + 2,) floats in [0, 1]
+   sp.decode(u)                       # {"lr": 0.01, "depth": 7, "loss": "exponential"}: Python float, int, str
+   sp.snap(u_anywhere)                # encode(decode(u)): the encoding of the valid point u stands for
+   sp.sample(np.random.default_rng(0), 8)   # (8, sp.dim) encodings of valid points, uniform per parameter
+   sp.neighbors(u)                    # (m, sp.dim): u with one discrete parameter moved to another value
 
 The encoding (``u ∈ [0, 1]^D``, one block of coordinates per parameter, in the space's order):
 
@@ -436,8 +436,8 @@ class Space:
         ``(name, param)`` pairs.
 
     Attributes: ``names`` (tuple), ``params`` (tuple), ``dim`` (coordinates of the encoding), ``slices`` (each
-    parameter's coordinates), ``continuous_mask`` (``(dim,)`` bool: coordinates of step-less ``Float``s, which the
-    acquisition search moves by gradient steps; the others change only by :meth:`neighbors` moves).
+    parameter's coordinates), ``continuous_mask`` (``(dim,)`` bool: coordinates of step-less ``Float`` parameters,
+    which the acquisition search moves by gradient steps; the others change only by :meth:`neighbors` moves).
     """
 
     def __init__(self, params: Mapping[str, Param] | Sequence[tuple[str, Param]]):

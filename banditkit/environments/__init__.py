@@ -2,26 +2,26 @@
 
 ``import banditkit`` registers these ids (``gymnasium.make(id, **kwargs)``; ``env.unwrapped`` is the class):
 
-============================  ===========================  =========================================================
-id                            class                        kwargs (besides ``max_steps``)
-============================  ===========================  =========================================================
-``banditkit/MNIST-v0``        :class:`MNISTBandit`         ``split``, ``replace`` (needs ``banditkit data fetch mnist``)
-``banditkit/FashionMNIST-v0`` :class:`FashionMNISTBandit`  same (``fetch fashion_mnist``)
-``banditkit/Mushroom-v0``     :class:`MushroomBandit`      ``replace`` (committed data)
-``banditkit/Shuttle-v0``      :class:`ShuttleBandit`       (committed data)
-``banditkit/Adult-v0``        :class:`AdultBandit`         (committed data)
-``banditkit/Covertype-v0``    :class:`CovertypeBandit`     ``data_dir`` | ``synthetic``
-``banditkit/Census-v0``       :class:`CensusBandit`        ``data_dir`` | ``synthetic``, ``max_rows``
-``banditkit/Jester-v0``       :class:`JesterBandit`        ``data_dir`` | ``synthetic``, ``shuffle_cols``
-``banditkit/Financial-v0``    :class:`FinancialBandit`     ``data_dir`` | ``synthetic``
-``banditkit/Wheel-v0``        :class:`WheelBandit`         ``delta``
-``banditkit/MovieLens-v0``    :class:`MovieLensBandit`     ``rank``, ``num_movies``, ``ratings`` (``fetch movielens``)
-``banditkit/KuaiRec-v0``      :class:`KuaiRecBandit`       ``data_dir`` | ``synthetic``, ``shuffle``
-``banditkit/Ackley-v0``       :class:`AckleyEnv`           ``dim``, ``noise_std``
-``banditkit/Branin-v0``       :class:`BraninEnv`           ``noise_std``
-``banditkit/Hartmann6-v0``    :class:`Hartmann6Env`        ``noise_std``
-``banditkit/DrawNN-v0``       :class:`DrawNNEnv`           ``dim``, ``noise_std``, ``seed``
-============================  ===========================  =========================================================
+=============================  ===========================  =========================================================
+id                             class                        kwargs (besides ``max_steps``)
+=============================  ===========================  =========================================================
+``banditkit/MNIST-v0``         :class:`MNISTBandit`         ``split``, ``replace`` (``banditkit data fetch mnist``)
+``banditkit/FashionMNIST-v0``  :class:`FashionMNISTBandit`  same (``fetch fashion_mnist``)
+``banditkit/Mushroom-v0``      :class:`MushroomBandit`      ``replace`` (committed data)
+``banditkit/Shuttle-v0``       :class:`ShuttleBandit`       (committed data)
+``banditkit/Adult-v0``         :class:`AdultBandit`         (committed data)
+``banditkit/Covertype-v0``     :class:`CovertypeBandit`     ``data_dir`` | ``synthetic``
+``banditkit/Census-v0``        :class:`CensusBandit`        ``data_dir`` | ``synthetic``, ``max_rows``
+``banditkit/Jester-v0``        :class:`JesterBandit`        ``data_dir`` | ``synthetic``, ``shuffle_cols``
+``banditkit/Financial-v0``     :class:`FinancialBandit`     ``data_dir`` | ``synthetic``
+``banditkit/Wheel-v0``         :class:`WheelBandit`         ``delta``
+``banditkit/MovieLens-v0``     :class:`MovieLensBandit`     ``rank``, ``num_movies``, ``ratings`` (``fetch movielens``)
+``banditkit/KuaiRec-v0``       :class:`KuaiRecBandit`       ``data_dir`` | ``synthetic``, ``shuffle``
+``banditkit/Ackley-v0``        :class:`AckleyEnv`           ``dim``, ``noise_std``
+``banditkit/Branin-v0``        :class:`BraninEnv`           ``noise_std``
+``banditkit/Hartmann6-v0``     :class:`Hartmann6Env`        ``noise_std``
+``banditkit/DrawNN-v0``        :class:`DrawNNEnv`           ``dim``, ``noise_std``, ``seed``
+=============================  ===========================  =========================================================
 
 Bandit envs (``task == "bandit"``): ``Discrete(K)`` actions, ``info`` with ``expected_rewards (K,)``,
 ``expected_reward``, ``optimal_reward``, ``optimal_action``, ``regret``; ``env.unwrapped.functional(seed, steps)``

@@ -1,12 +1,12 @@
 """banditkit's Bayesian optimiser as an Optuna sampler: ``optuna.create_study(sampler=BanditkitSampler())``.
 
-```python
-import optuna
-from banditkit.integrations.optuna import BanditkitSampler
+.. code-block:: python
 
-study = optuna.create_study(direction="maximize", sampler=BanditkitSampler(surrogate="hilofi", seed=0))
-study.optimize(objective, n_trials=60)      # objective(trial) uses trial.suggest_float / _int / _categorical
-```
+   import optuna
+   from banditkit.integrations.optuna import BanditkitSampler
+
+   study = optuna.create_study(direction="maximize", sampler=BanditkitSampler(surrogate="hilofi", seed=0))
+   study.optimize(objective, n_trials=60)      # objective(trial) uses trial.suggest_float / _int / _categorical
 
 Needs the ``optuna`` extra (``pip install banditkit[optuna]``); ``import banditkit`` does not import Optuna.
 

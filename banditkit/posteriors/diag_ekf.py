@@ -5,15 +5,15 @@ O(P) memory and O(P·C²) work per step beyond the Jacobian, so it scales to any
 
 Model: ``θ_t = γ θ_{t-1} + u_t``, ``u_t ~ N(0, q I)``; ``y_t ~ N(m(f(θ_t, x_t)), R_t)`` linearised at ``μ``.
 
-predict (exact on the diagonal):  ``μ ← γ μ``;  ``υ ← 1 / (γ²/υ + q)``
-update, ``method="variational"`` (default; VD-EKF, seed 000 App. A.4 = zero-rank LoFi):
+:predict (exact on the diagonal):  ``μ ← γ μ``;  ``υ ← 1 / (γ²/υ + q)``
+:update, ``method="variational"`` (default; VD-EKF, seed 000 App. A.4 = zero-rank LoFi):
           ``ŷ = m(f(μ, x))``, ``J = ∂ŷ/∂θ (C, P)``, ``S = J diag(1/υ) Jᵀ + R (C, C)``
           ``μ ← μ + diag(1/υ) Jᵀ S⁻¹ (y − ŷ)``
           ``υ ← υ + diag(Jᵀ R⁻¹ J)``                (precision matched on the diagonal)
-update, ``method="decoupled"`` (fully decoupled EKF, seed 002 §5.3): same mean step, and the variance
+:update, ``method="decoupled"`` (fully decoupled EKF, seed 002 §5.3): same mean step, and the variance
           ``p = 1/υ`` takes the diagonal of the exact covariance update,
           ``p ← p − p² ⊙ diag(Jᵀ S⁻¹ J)``       (floored at a tiny fraction of the old ``p``)
-predictive: ``(ŷ(x), J diag(1/υ) Jᵀ + R)``;   sample: ``θ = μ + z / √υ``,  ``z ~ N(0, I)``.
+:predictive: ``(ŷ(x), J diag(1/υ) Jᵀ + R)``;   sample: ``θ = μ + z / √υ``,  ``z ~ N(0, I)``.
 
 The variational update never decreases the precision, so ``υ > 0`` holds for ever; the decoupled update can
 drive a variance to zero in float32 and is kept for comparison with seed 002's baseline.

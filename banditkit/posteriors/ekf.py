@@ -4,14 +4,14 @@ State: ``mean μ (P,)``, ``cov Σ (P, P)`` — O(P²) memory, meant for small mo
 
 Model: ``θ_t = γ θ_{t-1} + u_t``, ``u_t ~ N(0, q I)``; ``y_t ~ N(m(f(θ_t, x_t)), R_t)`` linearised at ``μ``.
 
-predict:  ``μ ← γ μ``;  ``Σ ← γ² Σ + q I``
-update:   ``ŷ = m(f(μ, x))``, ``J = ∂ŷ/∂θ (C, P)``, ``S = J Σ Jᵀ + R (C, C)``, ``K = Σ Jᵀ S⁻¹ (P, C)``
+:predict:  ``μ ← γ μ``;  ``Σ ← γ² Σ + q I``
+:update:   ``ŷ = m(f(μ, x))``, ``J = ∂ŷ/∂θ (C, P)``, ``S = J Σ Jᵀ + R (C, C)``, ``K = Σ Jᵀ S⁻¹ (P, C)``
           ``μ ← μ + K (y − ŷ)``;  ``Σ ← (I − K J) Σ (I − K J)ᵀ + K R Kᵀ``   (Joseph form: stays PSD)
           computed multiplied out, ``Σ + X₊X₊ᵀ − X₋X₋ᵀ`` with ``G = ΣJᵀ``, ``X₋ = G U⁻¹``, ``X₊ = K Uᵀ − X₋``
           (``S − R = UᵀU``): one fused pass over ``Σ``, ``O(P² C)``, no ``P × P`` product or transpose, and ``Σ``
           stays exactly symmetric (:func:`linalg.dense_block_update`, shared with HiLoFi's dense last
           layer)
-predictive: ``(ŷ(x), J Σ Jᵀ + R)``;   sample: ``θ = μ + L z``, ``L Lᵀ = Σ`` (Cholesky, eigen square root where
+:predictive: ``(ŷ(x), J Σ Jᵀ + R)``;   sample: ``θ = μ + L z``, ``L Lᵀ = Σ`` (Cholesky, eigen square root where
           that fails: :func:`linalg.sample_factor`).
 """
 

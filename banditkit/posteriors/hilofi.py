@@ -18,10 +18,10 @@ Parameters are split by path into a hidden block ``h (D_h,)`` and a last-layer b
 Model: ``θ_t = γ θ_{t−1} + u_t`` with ``u ~ N(0, diag(q_h I, q_ℓ I))``; ``y ~ N(m(f(θ, x)), R)``, linearised at
 the mean.
 
-predict:  ``μ ← γμ``;  ``C ← γC``, ``q̄_h ← γ² q̄_h + q_h`` (so ``Σ_h ← γ²Σ_h + q_h I`` exactly);
+:predict:  ``μ ← γμ``;  ``C ← γC``, ``q̄_h ← γ² q̄_h + q_h`` (so ``Σ_h ← γ²Σ_h + q_h I`` exactly);
           HiLoFi last layer, sqrt: ``U ← chol(γ²UᵀU + q_ℓ I)`` (= ``Q_R(γU, √q_ℓ I)``, exact, ``O(D_ℓ³)``;
           skipped when ``q_ℓ = 0``); dense: ``Σ_ℓ ← γ²Σ_ℓ + q_ℓ I`` (``O(D_ℓ²)``); LoLoFi like the hidden block.
-update:   ``ŷ, H̃ = ∂ŷ/∂h (C, D_h), L̃ = ∂ŷ/∂ℓ (C, D_ℓ)``, ``ε = y − ŷ``;
+:update:   ``ŷ, H̃ = ∂ŷ/∂h (C, D_h), L̃ = ∂ŷ/∂ℓ (C, D_ℓ)``, ``ε = y − ŷ``;
           ``S = H̃Σ_hH̃ᵀ + L̃Σ_ℓL̃ᵀ + R``;  ``K_hᵀ = S⁻¹H̃Σ_h``, ``K_ℓᵀ = S⁻¹L̃Σ_ℓ``;  ``h += K_hε``, ``ℓ += K_ℓε``;
           hidden: ``C ← P_{d,+q̄_h}(C(I − K_hH̃)ᵀ, R½K_hᵀ)``, ``q̄_h ← 0``  (best rank-``d`` factor of the surrogate
           ``(I−K_hH̃)CᵀC(I−K_hH̃)ᵀ + K_hRK_hᵀ + q̄_h I``; :func:`linalg.lowrank_kalman_update`);
@@ -30,8 +30,8 @@ update:   ``ŷ, H̃ = ∂ŷ/∂h (C, D_h), L̃ = ∂ŷ/∂ℓ (C, D_ℓ)``, ``ε
           ``Σ_ℓ − K_ℓ(S + S_h)K_ℓᵀ`` (``S_h = H̃Σ_hH̃ᵀ``; :func:`linalg.dense_block_update`), ``O(D_ℓ² C)``;
           LoLoFi last layer like the hidden block.
           The cross-covariance between blocks is dropped (seed 003 §4.3).
-predictive: ``(ŷ(x), L̃Σ_ℓL̃ᵀ + H̃Σ_hH̃ᵀ + R)`` at the mean — epistemic (first two terms) + aleatoric ``R``.
-sample:   one parameter draw from the block-diagonal Gaussian: ``h = μ_h + Cᵀε_h + √q̄_h z_h``,
+:predictive: ``(ŷ(x), L̃Σ_ℓL̃ᵀ + H̃Σ_hH̃ᵀ + R)`` at the mean — epistemic (first two terms) + aleatoric ``R``.
+:sample:   one parameter draw from the block-diagonal Gaussian: ``h = μ_h + Cᵀε_h + √q̄_h z_h``,
           ``ℓ = μ_ℓ + Uᵀε_ℓ`` (dense: ``U = chol(Σ_ℓ)`` per draw, ``O(D_ℓ³/3)``; LoLoFi: ``C_ℓᵀε_ℓ + √q̄_ℓ z_ℓ``),
           all ``ε, z`` standard normal.
 
@@ -179,8 +179,8 @@ def hilofi(
       key, seed: PRNG key (or integer seed) for the random orthonormal initial factor(s).
     """
     name = "lolofi" if rank_last is not None else "hilofi"
-    q_h = dynamics_cov_hidden if dynamics_cov_hidden is not None else (dynamics_cov or 0.0)
-    q_l = dynamics_cov_last if dynamics_cov_last is not None else (dynamics_cov or 0.0)
+    q_h = dynamics_cov_hidden if dynamics_cov_hidden is not None else (0.0 if dynamics_cov is None else dynamics_cov)
+    q_l = dynamics_cov_last if dynamics_cov_last is not None else (0.0 if dynamics_cov is None else dynamics_cov)
     check_common_hyper(name, rank=rank, forgetting=forgetting, zero_prior=True, init_cov_hidden=init_cov_hidden,
                        init_cov_last=init_cov_last, dynamics_cov_hidden=q_h, dynamics_cov_last=q_l)
     if rank_last is not None:

@@ -16,12 +16,17 @@ Drift (seed 001 eq. 2 with the general prior of App. D, plus an optional extra r
 
 Square-root form: the state holds an upper factor ``U`` with ``A = UᵀU`` (``state.cov`` forms ``A``).
 
-Time update (``predict``)::   m⁻ = γ m + (1 − γ) w_0,   A⁻ = γ² A + a I,   a = (1 − γ²) σ_w² + q
+Time update (``predict``)::
+
+    m⁻ = γ m + (1 − γ) w_0,   A⁻ = γ² A + a I,   a = (1 − γ²) σ_w² + q
     U⁻ = γ U  if a = 0,   else  U⁻ = chol(γ² UᵀU + a I)   (a > 0 keeps it well conditioned; XLA's CPU QR of
     the stack [γU; √a I] was 14× slower than this Cholesky at D_ℓ = 330: 0.19 s vs 0.014 s)
+
 Measurement (``update``), linearised at ``m⁻`` (square-root Joseph form, Potter type)::
+
     ŷ = m(f(h, m⁻, x)), J = ∂ŷ/∂w (C, D_ℓ), S = J A⁻ Jᵀ + R, K = A⁻ Jᵀ S⁻¹, m = m⁻ + K (y − ŷ),
     A = (I − K J) A⁻ (I − K J)ᵀ + K R Kᵀ      (as U ← U − B M (Bᵀ U), B = U Jᵀ: ``linalg.sqrt_factor_update``)
+
 The covariance form of seed 001 (``A = A⁻ − s sᵀ / v``, ``O(m²)``) is not used: in float32 with a small
 observation noise (``Gaussian(1e-6)``, γ = 1) its rounding makes ``A`` indefinite within ~20 steps and the
 state NaN (found by ``tests/test_soak.py``); the factor form cannot lose positive semi-definiteness.

@@ -1,16 +1,16 @@
 """Last-layer Laplace with a FIFO replay buffer (LLL; seed 003 §9.3, Daxberger et al.'s online last-layer variant).
 
-update:  push ``(x, y)`` into the buffer, run ``n_inner`` optax steps (AdamW by default) on the masked buffer loss
+:update:  push ``(x, y)`` into the buffer, run ``n_inner`` optax steps (AdamW by default) on the masked buffer loss
          ``−(1/n) Σ_i log p(y_i | f(θ, x_i))`` (all parameters, ``likelihood.log_prob``), then fit a GGN Laplace
-         approximation to the last layer ``ℓ`` at the trained ``θ* = [h*, ℓ*]`` from the buffer:
+         approximation to the last layer ``ℓ`` at the trained ``θ* = [h*, ℓ*]`` from the buffer::
 
              Λ = I / init_cov_last + Σ_{i filled} L̃_iᵀ R_i⁻¹ L̃_i,     Σ_ℓ = Λ⁻¹   (D_ℓ × D_ℓ)
 
          with ``L̃_i = ∂m(f(θ*, x_i))/∂ℓ (C, D_ℓ)`` and ``R_i = R(f(θ*, x_i))`` from the likelihood (``Gaussian``:
          ``obs_noise``; ``Bernoulli`` / ``Categorical``: the jittered moment-matched covariance).
-predict:    identity (no dynamics: the buffer is the memory).
-predictive: linearised in the last layer: ``(m(f(θ*, x)), L̃ Σ_ℓ L̃ᵀ + R)``.
-sample:     hidden layers at ``h*``, ``ℓ = ℓ* + L z`` with ``L Lᵀ = Σ_ℓ`` (``linalg.sample_factor``: Cholesky,
+:predict:    identity (no dynamics: the buffer is the memory).
+:predictive: linearised in the last layer: ``(m(f(θ*, x)), L̃ Σ_ℓ L̃ᵀ + R)``.
+:sample:     hidden layers at ``h*``, ``ℓ = ℓ* + L z`` with ``L Lᵀ = Σ_ℓ`` (``linalg.sample_factor``: Cholesky,
             eigen square root where that fails).
 
 Deviation from the seed's reference code (erratum §14.2.10): that code builds ``F = mean_i g_i g_iᵀ + 10⁻⁴ I`` from

@@ -14,24 +14,26 @@ noise), and ``space``, the parameter layout (static).  The square root makes a T
 ``dynamics_cov > 0``).
 
 ``noise="known"`` (seed 002 §2.1; any likelihood, exact for ``Gaussian``):
-    prior ``θ ~ N(θ_0, init_cov · I)``
-    predict  ``μ ← γ μ``;  ``Σ ← γ² Σ + q I``
-    update   ``e = y − f(μ, x)``, ``S = H Σ Hᵀ + R``, ``K = Σ Hᵀ S⁻¹``, ``μ ← μ + K e``,
+
+    :prior: ``θ ~ N(θ_0, init_cov · I)``
+    :predict:  ``μ ← γ μ``;  ``Σ ← γ² Σ + q I``
+    :update:   ``e = y − f(μ, x)``, ``S = H Σ Hᵀ + R``, ``K = Σ Hᵀ S⁻¹``, ``μ ← μ + K e``,
              ``Σ ← (I − K H) Σ (I − K H)ᵀ + K R Kᵀ``  (Joseph form; equals ``(Σ⁻¹ + Hᵀ R⁻¹ H)⁻¹``)
-    predictive ``N(f(μ, x), H Σ Hᵀ + R)``.
+    :predictive: ``N(f(μ, x), H Σ Hᵀ + R)``.
 
 ``noise="nig"`` (seed 002 §2.2, West & Harrison §4.6; ``Gaussian`` only — its ``obs_noise`` is ignored because
 σ² is inferred):
-    prior ``σ² ~ IG(a0, b0)``, ``θ | σ² ~ N(θ_0, σ² · init_cov · I)``; ``Σ`` is the covariance *in units of σ²*
-    predict  ``μ ← γ μ``;  ``Σ ← γ² Σ + q I``   (``q`` also in units of σ²; ``a, b`` are not discounted)
-    update   ``e = y − f(μ, x)``, ``S* = H Σ Hᵀ + I_C``, ``K = Σ Hᵀ S*⁻¹``, ``μ ← μ + K e``,
+
+    :prior: ``σ² ~ IG(a0, b0)``, ``θ | σ² ~ N(θ_0, σ² · init_cov · I)``; ``Σ`` is the covariance *in units of σ²*
+    :predict:  ``μ ← γ μ``;  ``Σ ← γ² Σ + q I``   (``q`` also in units of σ²; ``a, b`` are not discounted)
+    :update:   ``e = y − f(μ, x)``, ``S* = H Σ Hᵀ + I_C``, ``K = Σ Hᵀ S*⁻¹``, ``μ ← μ + K e``,
              ``Σ ← Σ − K S* Kᵀ``, ``a ← a + C/2``, ``b ← b + ½ eᵀ S*⁻¹ e``
              (equal to the batch NIG posterior of seed 002 eqs. 17–20 with ``Σ_0 = init_cov · I``)
-    predictive: the marginal of ``y`` is a multivariate Student-t with ``2a`` degrees of freedom, location
+    :predictive: the marginal of ``y`` is a multivariate Student-t with ``2a`` degrees of freedom, location
              ``f(μ, x)`` and scale ``(b/a)(H Σ Hᵀ + I)``.  Returned: its mean and its covariance
              ``b/(a − 1) · (H Σ Hᵀ + I)``, which exists for ``a > 1``; for ``a ≤ 1`` (infinite variance) the scale
              matrix ``(b/a)(H Σ Hᵀ + I)`` is returned instead.  Use ``a0 > 1`` (default 6, seed 002's reference).
-    sample: ``σ² ~ IG(a, b)`` then ``θ ~ N(μ, σ² Σ)`` (two-level Thompson draw).
+    :sample: ``σ² ~ IG(a, b)`` then ``θ ~ N(μ, σ² Σ)`` (two-level Thompson draw).
 
 ``mean(state)`` is ``μ`` in both modes.
 

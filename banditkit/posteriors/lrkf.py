@@ -8,8 +8,8 @@ block), linearised by :func:`banditkit.posteriors.base.linearize` on the paramet
 
 Model: ``θ_t = γθ_{t−1} + u_t``, ``u ~ N(0, q I)``; ``y ~ N(m(f(θ, x)), R)`` linearised at the mean.
 
-predict:  ``μ ← γμ``, ``C ← γC``, ``q̄ ← γ²q̄ + q``   (``Σ ← γ²Σ + qI`` exactly)
-update:   ``ŷ = m(f(μ, x))``, ``H = ∂ŷ/∂θ (C, P)``, ``ε = y − ŷ``, ``S = H(CᵀC + q̄I)Hᵀ + R``,
+:predict:  ``μ ← γμ``, ``C ← γC``, ``q̄ ← γ²q̄ + q``   (``Σ ← γ²Σ + qI`` exactly)
+:update:   ``ŷ = m(f(μ, x))``, ``H = ∂ŷ/∂θ (C, P)``, ``ε = y − ŷ``, ``S = H(CᵀC + q̄I)Hᵀ + R``,
           ``Kᵀ = S⁻¹H(CᵀC + q̄I)``;  ``μ ← μ + Kε``;
           ``C ← P_{d,+q̄}(C(I − KH)ᵀ, R½Kᵀ)``, ``q̄ ← 0`` — the best rank-``d`` factor of the surrogate
           ``(I−KH)CᵀC(I−KH)ᵀ + KRKᵀ + q̄I`` (:func:`linalg.lowrank_kalman_update`; one ``(d, d) @ (d, P)``
@@ -17,8 +17,8 @@ update:   ``ŷ = m(f(μ, x))``, ``H = ∂ŷ/∂θ (C, P)``, ``ε = y − ŷ``, `
           ``dynamics_mode="gain"``: ``P_d`` instead of ``P_{d,+q̄}`` — the factor of ``(I−KH)CᵀC(I−KH)ᵀ + KRKᵀ``,
           ``q̄`` in the gain only (seed 003's reference code); with ``rank ≥ P`` the exact Joseph form with the
           gain of ``CᵀC + q̄I`` applied to ``CᵀC``.
-predictive: ``(ŷ(x), H(CᵀC + q̄I)Hᵀ + R)`` at the mean (epistemic + aleatoric).
-sample:   ``θ = μ + Cᵀε + √q̄ z``, ``ε ~ N(0, I_d)``, ``z ~ N(0, I_P)``.
+:predictive: ``(ŷ(x), H(CᵀC + q̄I)Hᵀ + R)`` at the mean (epistemic + aleatoric).
+:sample:   ``θ = μ + Cᵀε + √q̄ z``, ``ε ~ N(0, I_d)``, ``z ~ N(0, I_P)``.
 
 ``init_cov`` is the prior *variance*: ``C_0 = √init_cov · Q`` with ``Q (d, P)`` random orthonormal dense rows (so
 ``Σ_0`` has eigenvalue ``init_cov`` on a random ``d``-dimensional subspace; erratum 14.2.3 of the digest), ``rank``

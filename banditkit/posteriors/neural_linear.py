@@ -12,32 +12,36 @@ Model: ``y | ℓ, σ² ~ N(o + Φ ℓ, σ² I_C)``, ``ℓ | σ² ~ N(0, σ² Σ_
 (``init_cov = 1/λ``).  The posterior ``NIG(μ, Σ, a, b)`` is kept as ``(μ, S, a, b)`` with a square root
 ``Σ = S Sᵀ`` (``S (D_ℓ, D_ℓ)``), so no step factorises a ``D_ℓ × D_ℓ`` matrix.
 
-update(x, y): push ``(x, y)`` into the FIFO buffer (``buffer_size`` slots); ``step ← step + 1``; then
+:update(x, y): push ``(x, y)`` into the FIFO buffer (``buffer_size`` slots); ``step ← step + 1``; then
+
   * if ``step % train_every ≠ 0``: the exact conjugate update, one scalar row ``φ = Φ_c`` at a time (the C
     outputs have independent noise), in the inversion-free square-root form (seed 002 eqs. 31–37, Potter):
+
         ``v = Sᵀφ``, ``s* = vᵀv + 1``, ``e = r − φᵀμ``  (``r = y_c − o_c``),
         ``μ ← μ + S v e / s*``,  ``S ← S − β (S v) vᵀ`` with ``β = 1/(√s* (√s* + 1))``,
         ``a ← a + ½``,  ``b ← b + ½ e² / s*``                                            O(D_ℓ² C) per update;
+
   * else RETRAIN: ``n_train_steps`` optax steps on the least-squares buffer loss ``½·mean_i ‖y_i − f(h, ℓ_sgd; x_i)‖²``
     over the body and an SGD copy of the head ``ℓ_sgd`` (warm-started, optimiser state kept), then RECOMPUTE the
     posterior from scratch from the buffer with the new features (Riquelme's Alg. 3, with limited memory:
     observations that have left the buffer are forgotten at this point; ``buffer_size ≥ T`` gives the
     unlimited-memory version): the prior updated with each buffered observation in turn by the step above
     (exactly the batch posterior of seed 002 eqs. 17–20 with ``μ_0 = 0``; O(B·C·D_ℓ²), no factorisation).
+
   A retraining that diverged is discarded: the body, the SGD head and the optimiser state keep their previous
   values, the posterior is recomputed with the previous features, and ``state.rejected`` counts such retrainings.
   Diverged means non-finite weights, or a fit to the buffer at least ``divergence_ratio`` (default 2) times worse
   than before the retraining: the loss above, before and after, on one batch (the whole buffer, or one minibatch
   of ``batch_size``) — plain SGD on an outlier context can run away in a few steps, to NaN or to finite weights of
-  order 1e15 whose features overflow the regression a few updates later (Shuttle, |x| ≈ 60, sgd(0.05, 0.9)).
+  order 1e15 whose features overflow the regression a few updates later (Shuttle, ``|x| ≈ 60``, sgd(0.05, 0.9)).
   The branch is chosen with dynamic trip counts (``lax.fori_loop(0, n, …)`` with ``n = n_train_steps`` or 0 for
   the optimiser, ``n = #buffer`` or 0 for the recomputation) instead of ``lax.cond``: under ``vmap`` over seeds a
   ``cond`` becomes a ``select`` that would pay for the retraining at every step.
-predict: identity (no dynamics).
-predictive: ``mean = o + Φ μ``; ``cov = E[σ²] (Φ Σ Φᵀ + I_C)`` with ``E[σ²] = b/(a−1)`` (the covariance of the
+:predict: identity (no dynamics).
+:predictive: ``mean = o + Φ μ``; ``cov = E[σ²] (Φ Σ Φᵀ + I_C)`` with ``E[σ²] = b/(a−1)`` (the covariance of the
   Student-t predictive; ``b/a`` while ``a ≤ 1``) — epistemic + aleatoric.
-sample: ``σ̃² ~ IG(a, b)``, then ``ℓ̃ ~ N(μ, σ̃² Σ)`` (``ℓ̃ = μ + σ̃ S z``); the body at its point estimate.
-mean: body point estimate with ``ℓ = μ``.
+:sample: ``σ̃² ~ IG(a, b)``, then ``ℓ̃ ~ N(μ, σ̃² Σ)`` (``ℓ̃ = μ + σ̃ S z``); the body at its point estimate.
+:mean: body point estimate with ``ℓ = μ``.
 
 Per-arm head (``arms=K``): for a ``K``-output head observed one arm at a time (a multi-output bandit agent's
 ``f(x)·e_a``), ``Φ`` is zero outside arm ``a``'s block of ``ℓ`` (:mod:`banditkit.posteriors.arms`), so ``Σ`` stays

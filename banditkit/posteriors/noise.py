@@ -8,13 +8,15 @@ Belief over the variance: ``r ~ InvGamma(α, β)``, point estimate ``r̂ = β / 
 floored at ``r_min``.  Start: ``α_0 = ν_0 / 2``, ``β_0 = α_0 r_0`` with ``r_0`` the likelihood's ``obs_noise`` and
 ``ν_0`` a pseudo-observation count.
 
-predict: the backend's time update, and the noise belief forgets: ``α ← ρ α``, ``β ← ρ β`` (``ρ ∈ (0, 1]``;
+:predict: the backend's time update, and the noise belief forgets: ``α ← ρ α``, ``β ← ρ β`` (``ρ ∈ (0, 1]``;
     ``ρ < 1`` keeps about ``1 / (1 − ρ)`` observations' worth of evidence, so the estimate follows a misfit that
     shrinks as the network learns).
-update with ``y (C,)``: the backend's predictive at ``x`` gives ``ŷ (C,)`` and the epistemic output covariance
+:update with ``y (C,)``: the backend's predictive at ``x`` gives ``ŷ (C,)`` and the epistemic output covariance
     ``s = J Σ⁻ Jᵀ (C, C)``; with ``e = y − ŷ`` and the current ``r̂``, the fixed point (``n`` passes, all ``C × C``)
+
         ``S = s + r̂ I``,  ``e⁺ = r̂ S⁻¹ e``  (residual of the updated mean),  ``s⁺ = s − s S⁻¹ s``  (its covariance),
         ``α' = α + C/2``,  ``β' = β + ½ (‖e⁺‖² + tr s⁺)``,  ``r̂ = max(β' / α', r_min)``,
+
     then the backend's own measurement update with variance ``r̂``.
 
 The backend is built once, with ``Gaussian(r_0)``, on the scaled model ``c · f(θ, x)``: observing

@@ -5,15 +5,15 @@ Not a Bayesian posterior: it is the ε-greedy / greedy baseline of the seeds beh
 State: flat parameters ``θ (P,)``, the optimiser state, a FIFO buffer of the last ``B = buffer_size``
 observations (fixed-size arrays: ``x`` is any pytree, stored with a leading buffer axis) and a PRNG key.
 
-update(x, y):  push ``(x, y)`` into the buffer (the oldest slot is overwritten once full), then ``n_inner``
+:update(x, y):  push ``(x, y)`` into the buffer (the oldest slot is overwritten once full), then ``n_inner``
                optimiser steps on the buffer loss
                ``L(θ) = −(1/|S|) Σ_{i∈S} log p(y_i | f(θ, x_i))``  (``likelihood.log_prob``)
                where ``S`` is the filled slots (``batch_size=None``) or a minibatch of ``batch_size`` slots drawn
                uniformly with replacement from the filled ones.
-predict:       identity (a point estimate has no dynamics).
-predictive:    ``(m(f(θ, x)), R(f(θ, x)))`` — the plug-in prediction with the likelihood's ALEATORIC covariance
+:predict:       identity (a point estimate has no dynamics).
+:predictive:    ``(m(f(θ, x)), R(f(θ, x)))`` — the plug-in prediction with the likelihood's ALEATORIC covariance
                only (there is no epistemic term).
-sample:        returns the point estimate (the key is ignored), so Thompson sampling degenerates to greedy.
+:sample:        returns the point estimate (the key is ignored), so Thompson sampling degenerates to greedy.
 
 The buffer's shapes come from one example input: pass ``example_x=`` to the factory or to ``init``.  The buffer
 and the optimiser loop are :mod:`banditkit.posteriors._replay`'s (:class:`FifoBuffer` and its helpers are re-exported

@@ -44,10 +44,11 @@ The returned state starts at ``z = 0`` (``θ = θ*``, prior ``N(0, init_cov · I
 an explicit basis the subspace is fixed and ``refit`` is ``None``.
 
 Helpers that build ``(basis, offset)``:
-``subspace_from_sgd``  seed 002's protocol: optax SGD (momentum) on warm-up data, keep every ``skip``-th iterate
+
+:``subspace_from_sgd``:  seed 002's protocol: optax SGD (momentum) on warm-up data, keep every ``skip``-th iterate
                        after ``burn_in`` steps, ``θ*`` = the final iterate, ``A`` = top-``d`` right singular
                        vectors of the *centred* iterate matrix (the reference code's sklearn PCA centres).
-``subspace_random``    random orthonormal ``A`` (QR of a Gaussian draw; orthonormal so ``‖θ − θ*‖ = ‖z‖`` and an
+:``subspace_random``:    random orthonormal ``A`` (QR of a Gaussian draw; orthonormal so ``‖θ − θ*‖ = ‖z‖`` and an
                        isotropic prior on ``z`` is isotropic in the subspace), ``θ* = params``.
 """
 
