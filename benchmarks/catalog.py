@@ -96,6 +96,10 @@ STUDIES = [
     Entry("bo_highdim", "benchmarks.studies.bo_highdim",
           "where each BO method's queries land (faces, distance to the minimiser, predicted vs true)",
           "studies/bo_highdim/results/diag_bo_highdim.md, diag_bo_branin{,_variants}.md, .csv"),
+    Entry("lofi_svd", "benchmarks.studies.lofi_svd",
+          "issue 58: where a LoFi step's time goes, and which rank truncation (Gram eigh, QR + SVD, SVD, randomised) "
+          "is fastest in float32 and how accurate",
+          "studies/lofi_svd/results/lofi_svd_{profile,methods,accuracy}.md, .csv"),
 ]
 
 

@@ -148,15 +148,21 @@ def truncate(
 ) -> tuple[Array, Array]:
     """Best rank-``L`` DLR form of ``Υ + Ñ Ñᵀ``, ``Ñ = [N_1, …, N_k] (P, m)`` given as its column blocks.
 
-    ``gram = ÑᵀÑ (m, m)`` (the caller may assemble it from cheaper pieces).  With the eigen-weights ``V (m, m)`` of
-    :func:`linalg.project_weights` (descending; ``Ñ Vᵀ`` has orthogonal columns):
+    ``gram = ÑᵀÑ (m, m)`` (the caller may assemble it from cheaper pieces).  With its eigenvectors ``V (m, m)`` as
+    rows, in descending order of the eigenvalues (``ÑᵀÑ = Vᵀ diag(λ) V``; ``Ñ Vᵀ`` has orthogonal columns):
     ``W = Ñ V[:L]ᵀ (P, L)``, the top-``L`` directions, and ``W× = Ñ V[L:]ᵀ``, the discarded ones;
     ``υ ← υ + rowsum(W× ⊙ W×)``, so that ``diag(Υ + WWᵀ) = diag(Υ + ÑÑᵀ)`` exactly (LoFi eq. 41).  ``spherical``:
     the discarded directions are dropped and ``υ`` is returned unchanged.  ``Ñ`` itself is never formed: each block
     meets its columns of ``V``, the kept and the discarded directions as two products.  ``W`` has orthogonal columns.
     Returns ``(υ (P,), W (P, L))``.
+
+    Every eigenvector is used, however small its eigenvalue (no cut-off as in :func:`linalg.project_weights`): ``V``
+    is orthogonal to working precision, so ``WWᵀ + W×W×ᵀ = ÑÑᵀ`` up to rounding, and in float32 the rank-``L`` part
+    is as close to the SVD truncation as a thin SVD of ``Ñ`` gets, although the Gram squares ``Ñ``'s condition
+    number (a direction whose ``λ`` is lost in the Gram's rounding carries ``‖Ñv‖² ≈ ε‖ÑᵀÑ‖`` of mass either way).
     """
-    wts, _ = linalg.project_weights(gram, gram.shape[0])
+    _, evecs = linalg.eigh(linalg.symmetrize(gram))  # ascending
+    wts = jnp.flip(evecs, axis=1).T  # (m, m): rows v_kᵀ, descending eigenvalues
 
     def mix(rows: slice) -> Array:
         out, start = None, 0

@@ -4,17 +4,19 @@ State: mean ``μ (P,)``, precision ``Σ⁻¹ = Υ + W Wᵀ`` with ``Υ = diag(υ
 O(P·L) memory, no ``P × P`` matrix is ever formed.  Model: ``θ_t = γ θ_{t-1} + u_t``, ``u_t ~ N(0, q I)``;
 ``y_t ~ N(m(f(θ_t, x_t)), R_t)`` linearised at the predicted mean (moment-matched for classification).
 
-predict (Alg. 2 of the main text — the printed eq. 25 / Alg. 4 have typos, see the seed-000 digest §2.3):
+:predict (Alg. 2 of the main text — the printed eq. 25 / Alg. 4 have typos, see the seed-000 digest §2.3):
     ``μ⁻ = γ μ``;  ``υ⁻ = υ / (γ² + q υ)``;  ``r = 1 / (γ² + q υ)``  (elementwise)
     ``M = I_L + q Wᵀ diag(r) W = UᵀU``;  ``W⁻ = γ diag(r) W U⁻¹``       (any ``F`` with ``F Fᵀ = M⁻¹`` works)
     This is exact: ``(Υ⁻ + W⁻W⁻ᵀ)⁻¹ = γ² (Υ + WWᵀ)⁻¹ + q I``.
-update (Alg. 3), with ``J = ∂m/∂θ (C, P)`` at ``μ⁻``, ``R = VᵀV`` (upper Cholesky), ``A = V⁻ᵀ`` (``AᵀA = R⁻¹``):
+:update (Alg. 3), with ``J = ∂m/∂θ (C, P)`` at ``μ⁻``, ``R = VᵀV`` (upper Cholesky), ``A = V⁻ᵀ`` (``AᵀA = R⁻¹``):
     ``W̃ = [W⁻, Jᵀ Aᵀ]  (P, L + C)``                      precision of the exact update: ``Υ⁻ + W̃ W̃ᵀ``
     ``μ = μ⁻ + (Υ⁻ + W̃W̃ᵀ)⁻¹ Jᵀ R⁻¹ (y − ŷ)``            exact EKF mean given the DLR(L) prior (before truncation),
+
         computed in gain form ``μ⁻ + Σ⁻ Jᵀ (J Σ⁻ Jᵀ + R)⁻¹ (y − ŷ)`` with ``Σ⁻ = S Sᵀ`` (the root below):
         ``a = Υ^{-1/2} Jᵀ``, ``β = Bᵀa``;  ``z = SᵀJᵀ = a − BKβ``, ``JΣ⁻Jᵀ = zᵀz``;  ``Σ⁻Jᵀ = Υ^{-1/2} (a − BK₂β)``
-    ``W̃`` → :func:`linalg.project_weights` of its Gram ``W̃ᵀW̃ = [[WᵀW, Wᵀc], [cᵀW, cᵀc]]``
-    (``c = Jᵀ Aᵀ``; ``(L+C)²`` eigendecomposition; ``W̃`` itself is never formed):
+
+    ``W̃`` → the eigenvectors of its Gram ``W̃ᵀW̃ = [[WᵀW, Wᵀc], [cᵀW, cᵀc]]`` (:func:`dlr.truncate`;
+    ``c = Jᵀ Aᵀ``; ``(L+C)²`` eigendecomposition, every eigenvector used; ``W̃`` itself is never formed):
     ``W`` = the top-``L`` directions, ``W×`` the ``C`` discarded ones;
     ``υ = υ⁻ + rowsum(W× ⊙ W×)``  so that ``diag(Υ + WWᵀ) = diag(Υ⁻ + W̃W̃ᵀ)`` exactly (eq. 41).
     Invariant: the new ``W = W̃ U`` (``U`` eigenvectors of ``W̃ᵀW̃``) has orthogonal columns, and the identity
@@ -22,13 +24,16 @@ update (Alg. 3), with ``J = ∂m/∂θ (C, P)`` at ``μ⁻``, ``R = VᵀV`` (upp
     column norms; after any other predict (the dynamics mix the columns) the update computes ``WᵀW``.
     ``spherical=True`` (App. F, class SPL(L)): ``Υ = η I`` is changed only by the dynamics; the discarded
     directions are dropped (the general predict above is exact for ``Υ = ηI`` and equals Alg. 6).
+
 covariance inflation (App. E, applied to the posterior at ``t−1`` inside ``predict``, before the dynamics), with
 factor ``α`` and the latent prior precision ``η_t`` (``η_t⁻¹ = γ² η_{t-1}⁻¹ + q``, ``η_0 = 1/init_cov``) and
 ``Γ_t = γ^t``:
-    simple:    ``Υ̂ = Υ/(1+α)``,                 ``Ŵ = W/√(1+α)``,  ``μ̂ = μ``
-    hybrid:    ``Υ̂ = Υ/(1+α) + αη/(1+α) I``,    ``Ŵ = W/√(1+α)``,  ``μ̂ = μ``
-    bayesian:  as hybrid, and ``μ̂ = μ + (αη/(1+α)) (Υ̂ + ŴŴᵀ)⁻¹ (Γ μ_0 − μ)``
-predictive: ``(ŷ, J Σ⁻ Jᵀ + R)`` with ``J Σ Jᵀ`` computed as the Gram of ``F Υ^{-1/2} Jᵀ`` (PSD by construction).
+
+    :simple:    ``Υ̂ = Υ/(1+α)``,                 ``Ŵ = W/√(1+α)``,  ``μ̂ = μ``
+    :hybrid:    ``Υ̂ = Υ/(1+α) + αη/(1+α) I``,    ``Ŵ = W/√(1+α)``,  ``μ̂ = μ``
+    :bayesian:  as hybrid, and ``μ̂ = μ + (αη/(1+α)) (Υ̂ + ŴŴᵀ)⁻¹ (Γ μ_0 − μ)``
+
+:predictive: ``(ŷ, J Σ⁻ Jᵀ + R)`` with ``J Σ Jᵀ`` computed as the Gram of ``F Υ^{-1/2} Jᵀ`` (PSD by construction).
 
 The covariance square root, the sampler, the predict and the update with its truncation are the DLR kernels of
 :mod:`banditkit.posteriors.dlr` (shared with BONG's ``"dlr"`` family): ``Σ = S Sᵀ``, ``S = Υ^{-1/2} F`` with

@@ -26,7 +26,7 @@ import pandas as pd
 
 import banditkit as bk
 from banditkit.agents import make_agent, scales
-from benchmarks.harness import provenance
+from benchmarks.harness import options, provenance
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")  # this study's outputs
 SPECS = ("hilofi-thompson", "lofi-thompson", "lrkf-thompson")
@@ -109,7 +109,9 @@ def main(argv=None) -> None:
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--tag", default="default_noise")
     p.add_argument("--out", default=HERE)
+    options.add_blas_threads(p)
     args = p.parse_args(argv)
+    options.apply_blas_threads(args.blas_threads)
     df = run(args)
     os.makedirs(args.out, exist_ok=True)
     df.to_csv(os.path.join(args.out, f"{args.tag}.csv"), index=False)
