@@ -32,6 +32,7 @@ _SHORTCUTS = {
     "run": "banditkit.experiments",
     "compare": "banditkit.experiments",
     "summarize": "banditkit.experiments",
+    "sweep": "banditkit.experiments",
     "plot_regret": "banditkit.plotting",
     "BayesOpt": "banditkit.bo",
 }

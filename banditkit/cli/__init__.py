@@ -54,7 +54,7 @@ __all__ = ["main", "build_parser", "CLIError", "DEMO_AGENTS"]
 def build_parser() -> argparse.ArgumentParser:
     """The ``banditkit`` parser: one sub-parser per command, each registered by its module."""
     from banditkit import __version__
-    from banditkit.cli import bandit, bo, data
+    from banditkit.cli import bandit, bo, data, sweep
     from banditkit.offline.commands import register as register_offline
 
     p = Parser(
@@ -67,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     bandit.register(sub)  # demo, run, compare
     bo.register(sub)
     data.register(sub)
+    sweep.register(sub)
     register_offline(sub)  # evaluate, warmstart (logged data; their logic lives in banditkit/offline/commands.py)
     return p
 

@@ -4,5 +4,6 @@
 from banditkit.experiments.prequential import StreamLearner, run_stream
 from banditkit.experiments.runner import COLUMNS, compare, run
 from banditkit.experiments.summary import summarize, to_markdown
+from banditkit.experiments.sweep import sweep
 
-__all__ = ["run", "compare", "summarize", "to_markdown", "COLUMNS", "run_stream", "StreamLearner"]
+__all__ = ["run", "compare", "sweep", "summarize", "to_markdown", "COLUMNS", "run_stream", "StreamLearner"]

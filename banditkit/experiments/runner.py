@@ -253,58 +253,87 @@ def _shardings(n_seeds: int):
     return padded, NamedSharding(mesh, PartitionSpec("seeds")), NamedSharding(mesh, PartitionSpec())
 
 
-def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink, checkpoint, save_every, record, draws=0):
+def seed_inputs(u, seeds: Sequence[int], steps: int, total: int, rows: Sequence[int]) -> tuple[dict, np.ndarray, bool]:
+    """Host arrays of the compiled loop, one row per lane: lane ``i`` runs seed ``seeds[rows[i]]`` (a seed may fill
+    several lanes: padding lanes, or :func:`banditkit.sweep`'s configurations).
+
+    Returns ``(data, contexts, shared)``: ``data = {index (L, total) int32, rewards (L, total, K) float32, expected
+    (L, total, K) float32, keys (L, 2, 2)}`` with ``keys[i] = split(PRNGKey(seed))`` and the round axis padded from
+    ``steps`` to ``total`` by repeating the last round; ``contexts`` is the env's pool ``(N, ...)`` when every seed
+    shares it (``shared``), else the per-seed pools zero-padded to a common size, ``(L, N_max, ...)``.
+    """
     fbs = [u.functional(s, steps) for s in seeds]
     for s, fb in zip(seeds, fbs, strict=True):
         if np.shape(fb.index)[0] < steps or np.shape(fb.rewards)[0] < steps:
             raise ValueError(f"env.functional({s}, {steps}) returned fewer than {steps} rounds")
     shared = _same_pool([fb.contexts for fb in fbs])
-    n = len(seeds)
-    padded, per_seed, replicated = _shardings(n)
-    pad = lambda xs: list(xs) + [xs[-1]] * (padded - n)
-    tau = int(getattr(agent, "warmup_rounds", 0))
-    segments = _segments(steps, chunk, tau)
-    total = segments[-1][0] + segments[-1][1]
+    pick = lambda xs: [xs[i] for i in rows]
 
     def per_step(a):  # pad the round axis to the end of the last segment
         a = np.asarray(a)[:steps]
         return np.concatenate([a, np.repeat(a[-1:], total - steps, axis=0)]) if total > steps else a
 
-    index = np.stack(pad([per_step(fb.index) for fb in fbs])).astype(np.int32)
-    rewards = np.stack(pad([per_step(fb.rewards) for fb in fbs])).astype(np.float32)
-    expected = np.stack(pad([per_step(fb.expected) for fb in fbs])).astype(np.float32)
-    keys = np.stack(pad([np.asarray(jax.random.split(jax.random.PRNGKey(s))) for s in seeds]))
+    index = np.stack(pick([per_step(fb.index) for fb in fbs])).astype(np.int32)
+    rewards = np.stack(pick([per_step(fb.rewards) for fb in fbs])).astype(np.float32)
+    expected = np.stack(pick([per_step(fb.expected) for fb in fbs])).astype(np.float32)
+    keys = np.stack(pick([np.asarray(jax.random.split(jax.random.PRNGKey(s))) for s in seeds]))
     if shared:
         contexts = np.asarray(fbs[0].contexts)
     else:  # per-seed pools, zero-padded to a common size (the index never points into the padding)
         pools = [np.asarray(fb.contexts) for fb in fbs]
         size = max(p.shape[0] for p in pools)
         pools = [np.concatenate([p, np.zeros((size - p.shape[0], *p.shape[1:]), p.dtype)]) for p in pools]
-        contexts = np.stack(pad(pools))
+        contexts = np.stack(pick(pools))
+    return dict(index=index, rewards=rewards, expected=expected, keys=keys), contexts, shared
+
+
+def init_lane(agent, d: dict, pool):
+    """One lane's initial agent state: ``agent.init(k_init, contexts[index[0]])``."""
+    return agent.init(d["keys"][0], pool[d["index"][0]])
+
+
+def round_scan(agent, state, d: dict, pool, t0, length: int, record: dict | None = None, draws: int = 0):
+    """``lax.scan`` of rounds ``t0 .. t0 + length − 1`` of one lane (the module docstring's round); returns
+    ``(state, (actions, rewards, expected, optimal, recorded, propensities))``, each ``(length,)``."""
+    record = record or {}
+
+    def step(st, t):
+        key_t = jax.random.fold_in(d["keys"][1], t)
+        ctx = pool[d["index"][t]]
+        a = agent._act(key_t, st, ctx)
+        p = agent._propensity(agent.propensity_key(key_t), st, ctx, a, None, draws) if draws else ()
+        r = d["rewards"][t, a]
+        st = agent._observe(st, ctx, a, r)
+        return st, (a, r, d["expected"][t, a], jnp.max(d["expected"][t]), _recorded(record, st), p)
+
+    return jax.lax.scan(step, state, t0 + jnp.arange(length))
+
+
+def warm_lane(agent, state, d: dict, tau: int):
+    """The warm-up fit at round ``τ`` with the key ``BanditAgent.act`` derives there, so both loops fit the same."""
+    return agent.warmup(agent.warmup_key(jax.random.fold_in(d["keys"][1], tau)), state)
+
+
+def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink, checkpoint, save_every, record, draws=0):
+    n = len(seeds)
+    padded, per_seed, replicated = _shardings(n)
+    tau = int(getattr(agent, "warmup_rounds", 0))
+    segments = _segments(steps, chunk, tau)
+    total = segments[-1][0] + segments[-1][1]
+    data, contexts, shared = seed_inputs(u, seeds, steps, total, list(range(n)) + [n - 1] * (padded - n))
     ctx_axis = None if shared else 0
-    data = dict(index=index, rewards=rewards, expected=expected, keys=keys)
     if per_seed is not None:
         data = jax.device_put(data, per_seed)
         contexts = jax.device_put(contexts, replicated if shared else per_seed)
 
     def init_one(d, pool):
-        ctx0 = pool[d["index"][0]]
-        return agent.init(d["keys"][0], ctx0)
+        return init_lane(agent, d, pool)
 
     def segment_one(state, d, pool, t0, length):
-        def step(st, t):
-            key_t = jax.random.fold_in(d["keys"][1], t)
-            ctx = pool[d["index"][t]]
-            a = agent._act(key_t, st, ctx)
-            p = agent._propensity(agent.propensity_key(key_t), st, ctx, a, None, draws) if draws else ()
-            r = d["rewards"][t, a]
-            st = agent._observe(st, ctx, a, r)
-            return st, (a, r, d["expected"][t, a], jnp.max(d["expected"][t]), _recorded(record, st), p)
+        return round_scan(agent, state, d, pool, t0, length, record, draws)
 
-        return jax.lax.scan(step, state, t0 + jnp.arange(length))
-
-    def warm_one(state, d):  # the key BanditAgent.act derives at t = τ, so both loops fit the same warm-up
-        return agent.warmup(agent.warmup_key(jax.random.fold_in(d["keys"][1], tau)), state)
+    def warm_one(state, d):
+        return warm_lane(agent, state, d, tau)
 
     out = {} if per_seed is None else dict(out_shardings=per_seed)  # keep every seed-axis array sharded
     init_v = jax.jit(jax.vmap(init_one, in_axes=(0, ctx_axis)), **out)

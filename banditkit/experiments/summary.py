@@ -18,8 +18,11 @@ def _mean_se(values: pd.Series) -> tuple[float, float]:
     return float(np.mean(v)), se
 
 
-def summarize(df: pd.DataFrame) -> pd.DataFrame:
+def summarize(df: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
     """Per-agent table (index ``agent``), sorted by the headline metric (lower regret first).
+
+    ``by``: more columns to group by, after ``agent`` (the index becomes ``agent, *by``); default: the frame's
+    ``attrs["sweep_axes"]`` (a :func:`banditkit.sweep` frame: one row per agent and grid point), else none.
 
     Bandit columns: ``final_cumulative_regret``, ``final_cumulative_regret_se``, ``mean_reward``, ``seeds``,
     ``steps``, ``ms_per_step``, ``compile_s``.  BO columns: ``final_simple_regret`` (± ``_se``), ``best_y``
@@ -32,9 +35,14 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
     timing = df.attrs.get("timing", {}) if hasattr(df, "attrs") else {}
     rows = []
     bo = "simple_regret" in df.columns and "cumulative_regret" not in df.columns
-    for agent, g in df.groupby("agent", sort=False):
+    axes = [c for c in (df.attrs.get("sweep_axes", []) if by is None else by) if c in df.columns]
+    if by is not None and len(axes) != len(by):
+        raise ValueError(f"summarize(by={by}): the frame has no column(s) {sorted(set(by) - set(axes))}")
+    for key, g in df.groupby(["agent", *axes], sort=False, dropna=False):
+        agent = key[0]
         last = g.sort_values("step").groupby("seed").tail(1)
-        row = {"agent": agent, "seeds": int(g["seed"].nunique()), "steps": int(g["step"].nunique())}
+        row = {"agent": agent} | dict(zip(axes, key[1:], strict=True))
+        row |= {"seeds": int(g["seed"].nunique()), "steps": int(g["step"].nunique())}
         if bo:
             row["final_simple_regret"], row["final_simple_regret_se"] = _mean_se(last["simple_regret"])
             if "best_y" in g.columns:
@@ -48,7 +56,7 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
             row["ms_per_step"] = 1e3 * t["per_step_s"] if "per_step_s" in t else np.nan
             row["compile_s"] = t.get("compile_s", np.nan)
         rows.append(row)
-    out = pd.DataFrame(rows).set_index("agent")
+    out = pd.DataFrame(rows).set_index(["agent", *axes])
     key = "final_simple_regret" if bo else "final_cumulative_regret"
     return out.sort_values(key, kind="stable")
 
@@ -69,10 +77,12 @@ def _fmt(v, digits: int) -> str:
 def to_markdown(summary: pd.DataFrame, digits: int = 3) -> str:
     """The summary as a Markdown table with ``mean ± se`` cells (no extra dependency)."""
     cols = [c for c in summary.columns if not c.endswith("_se")]
-    header = ["agent"] + cols
+    keys = [str(n) for n in summary.index.names] if summary.index.nlevels > 1 else ["agent"]
+    header = keys + cols
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for agent in summary.index:
-        cells = [str(agent)]
+        labels = agent if isinstance(agent, tuple) else (agent,)
+        cells = [_fmt(v, digits) if isinstance(v, (float, np.floating)) else str(v) for v in labels]
         for c in cols:
             v = summary.at[agent, c]
             if f"{c}_se" in summary.columns:

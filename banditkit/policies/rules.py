@@ -58,7 +58,7 @@ def thompson(variant: str = "parameter") -> Policy:
 
 def ucb(beta: float = 1.0) -> Policy:
     """Upper confidence bound ``μ_k + β σ_k`` on the predictive moments (``β = 0`` is greedy on ``μ``)."""
-    if not beta >= 0:
+    if not isinstance(beta, jax.core.Tracer) and not beta >= 0:  # a traced β (bk.sweep) is checked by its caller
         raise ValueError(f"ucb(beta={beta!r}): beta must be a number >= 0")
 
     def score(key, posterior, state, reward_fn, moments_fn, best=None):
@@ -79,7 +79,7 @@ def greedy() -> Policy:
 
 def epsilon_greedy(epsilon: float = 0.1) -> Policy:
     """Greedy on the posterior mean, a uniformly random candidate with probability ``epsilon``."""
-    if not 0.0 <= epsilon <= 1.0:
+    if not isinstance(epsilon, jax.core.Tracer) and not 0.0 <= epsilon <= 1.0:  # traced (bk.sweep): checked there
         raise ValueError(f"epsilon_greedy(epsilon={epsilon!r}): epsilon must be in [0, 1]")
 
     def score(key, posterior, state, reward_fn, moments_fn, best=None):
