@@ -56,6 +56,10 @@ SUITES = [
           "issue 54: off-policy evaluation accuracy (DM, IPS, SNIPS, DR, SNDR, Switch-DR) against the simulator's true "
           "values on Shuttle / Adult / Mushroom / MovieLens, uniform and eps-greedy logs, three targets",
           "results/ope.md, ope.csv (per cell), ope_reps.csv (per repetition)"),
+    Entry("headline", "benchmarks.suites.headline",
+          "issue 55: default banditkit agents (make_agent, nothing set) against Vowpal Wabbit, MABWiser and "
+          "contextualbandits on Shuttle / Adult / Mushroom / MovieLens, same seeds and rewards",
+          "results/headline.md (overview), headline_{shuttle,adult,mushroom,movielens}.md (+ CSVs, plots)"),
     Entry("sweep", "benchmarks.suites.sweep",
           "issue 57: throughput of a 64-lane HiLoFi-TS hyper-parameter x seed sweep on Shuttle (bk.sweep in one "
           "process, in two jax.distributed processes, and the loop of separate bk.run calls)",
