@@ -10,8 +10,17 @@ is BOG exactly, so it is not run twice).
 Regression stream (stands in for SARCOS, which is not shipped): ``x ~ N(0, I_21)``, ``y = teacher(x) + ε`` with a
 random 21-20-20-1 MLP teacher, student MLP 21-20-20-1 (P = 881, as the paper's SARCOS net), observation variance
 ``0.1 · Var(y)`` (the paper's empirical-Bayes choice).  BONG / BLR / BOG × (LinHess, LinEF, MC-EF) on DLR-10,
-BBB (I = 3, α = 0.01) on DLR-10, BONG LinHess on the full family, BONG / BLR LinHess on the diagonal family.
-Metric: plug-in NLPD and linearised (``HΣHᵀ + R``) NLPD on a held-out set, and RMSE.
+BBB (I = 3, α = 0.01) on DLR-10, BONG LinHess on the full family, BONG / BLR LinHess on the diagonal family at
+σ0² = 1 and at ``--diag-init-cov`` (label suffix ``-C…``).  Metric: plug-in NLPD and linearised (``HΣHᵀ + R``) NLPD on
+a held-out set, and RMSE.
+
+Stability (regression): before each run, ``κ0`` = the median ``|κ|`` of one update from the prior over the first
+100 training points (:func:`banditkit.posteriors.bong.check_step`: the fraction of the residual one update removes at
+its own input; ``y − ŷ′ = (1 − κ)(y − ŷ)`` in the linearised model).  ``κ0 > 2`` marks a cell that is unstable by
+construction at its settings — the mean step overshoots and the residual grows — and is reported as such (the run
+still goes, to show what happens).  On this stream ``R / median‖H‖²`` of the initial network is 0.003–0.004, so the
+diagonal family's natural step (eq. 213/215, ``κ ≈ Σ_j σ0² H_j² / (R + σ0² H_j²)``) needs ``σ0² ≈ 0.003`` for
+``κ0 ≈ 1``; BOG's ``κ = α‖H‖²/R`` needs ``α < 2R/‖H‖²``, below the paper's SARCOS 0.05.
 
 Learning rates for BLR / BOG / BBB are the SARCOS choices of seed 004 (Fig. 9): 0.5 / 0.05 / 0.05 at I = 1; the
 paper tunes them by Bayesian optimisation, we do not (BONG needs none).  MC estimators use ``--mc-samples``
@@ -37,6 +46,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -46,7 +56,10 @@ import pandas as pd
 import banditkit as bk
 from banditkit.likelihoods import Categorical, Gaussian
 from banditkit.models import MLP, LeNet5
+from banditkit.posteriors.bong import check_step
 from benchmarks.harness import options, provenance
+
+DIAG_INIT_COV = 3e-3  # σ0² of the diagonal family's extra regression rows: ≈ R / median‖H‖² of the initial network
 
 
 # ----------------------------------------------------------------------------------------------------------- data
@@ -118,6 +131,17 @@ def make_eval_regression(apply_fn, post, r: float):
 
 
 # ------------------------------------------------------------------------------------------------------- runner
+def stability(post, params, xs, ys, tag: str) -> float:
+    """``κ0``: median ``|κ|`` (self-fit gain) of one update from ``post.init(params)`` over ``(xs, ys)``
+    (:func:`bk.posteriors.bong.check_step`); its warning (``κ0 > 2``: unstable by construction) is printed."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        kappa0 = check_step(post, post.init(params), jnp.asarray(xs), jnp.asarray(ys))
+    for w in caught:
+        print(f"{tag}: warning: {w.message}", flush=True)
+    return kappa0
+
+
 def run_method(post, params, xs, ys, evaluate, eval_data, checkpoints, seed):
     state = post.init(params)
     state = state._replace(key=jax.random.PRNGKey(seed))
@@ -144,7 +168,7 @@ def run_method(post, params, xs, ys, evaluate, eval_data, checkpoints, seed):
     return rows
 
 
-def method_grid(task: str, rank: int, mc_samples: int):
+def method_grid(task: str, rank: int, mc_samples: int, diag_init_cov: float | None = None):
     base_lr = {"blr": 0.5, "bog": 0.05, "bbb": 0.05}
     out = []
     if task == "mnist":
@@ -161,6 +185,9 @@ def method_grid(task: str, rank: int, mc_samples: int):
         out.append(dict(rule="bong", estimator="linear-hessian", family="full"))  # BLR-full: O(P³)/step, too slow
         out.append(dict(rule="bong", estimator="linear-hessian", family="diag"))
         out.append(dict(rule="blr", estimator="linear-hessian", family="diag"))
+    if task == "regression" and diag_init_cov is not None:
+        out += [dict(rule=rule, estimator="linear-hessian", family="diag", init_cov=diag_init_cov)
+                for rule in ("bong", "blr")]
     for m in out:
         if m["rule"] != "bong":
             m.setdefault("learning_rate", base_lr[m["rule"]])
@@ -176,7 +203,8 @@ def label(m):
     est = {"linear-hessian": "LinHess", "linear-ef": "LinEF", "mc-ef": f"MCEF{m.get('n_samples', '')}"}[m["estimator"]]
     lr = f"-LR{m['learning_rate']:g}" if "learning_rate" in m else ""
     it = f"-It{m['num_iter']}" if m.get("num_iter", 1) > 1 else ""
-    return f"{m['rule']}-{fam}-{est}{it}{lr}"
+    c0 = f"-C{m['init_cov']:g}" if "init_cov" in m else ""
+    return f"{m['rule']}-{fam}-{est}{it}{lr}{c0}"
 
 
 def main(argv=None):
@@ -194,6 +222,8 @@ def main(argv=None):
     ap.add_argument("--rank", type=int, default=10)
     ap.add_argument("--mc-samples", type=int, default=10)
     ap.add_argument("--mnist-init-cov", type=float, default=1e-2)
+    ap.add_argument("--diag-init-cov", type=float, default=DIAG_INIT_COV,
+                    help="σ0² of the extra regression rows of the diagonal family (the grid's σ0² = 1 overshoots)")
     ap.add_argument("--lin-mc", type=int, default=10, help="samples for the linearised-MC predictive (MNIST)")
     ap.add_argument("--skip-mnist", action="store_true")
     ap.add_argument("--skip-regression", action="store_true")
@@ -225,15 +255,16 @@ def main(argv=None):
             r = 0.1 * float(np.var(ytr))
             model = MLP(features=(20, 20), out=1)
             params = model.init(jax.random.PRNGKey(seed), xtr[0])
-            for m in method_grid("regression", args.rank, args.mc_samples):
+            for m in method_grid("regression", args.rank, args.mc_samples, args.diag_init_cov):
                 if reused("regression", m, seed, checkpoints, settings):
                     continue
-                post = bk.posteriors.bong(model.apply, Gaussian(r), init_cov=1.0, seed=seed, **m)
+                post = bk.posteriors.bong(model.apply, Gaussian(r), seed=seed, **{"init_cov": 1.0, **m})
+                kappa0 = stability(post, params, xtr[:100], ytr[:100], f"[regression seed {seed}] {label(m)}")
                 res = run_method(post, params, jnp.asarray(xtr), jnp.asarray(ytr), make_eval_regression(
                     model.apply, post, r), (jnp.asarray(xte), jnp.asarray(yte)), checkpoints, seed)
                 for row in res:
                     rows.append(dict(task="regression", data="synthetic teacher MLP 21-20-20-1", method=label(m),
-                                     seed=seed, settings=settings, **m, **row))
+                                     seed=seed, settings=settings, kappa0=kappa0, **m, **row))
                 flush(rows, args, notes, t_start)
                 print(f"[regression seed {seed}] {label(m):32s} " + " ".join(
                     f"{k}={v:.3f}" for k, v in res[-1].items() if k != "step"), flush=True)
@@ -265,8 +296,8 @@ def main(argv=None):
                     f"{k}={v:.3f}" for k, v in res[-1].items() if k != "step"), flush=True)
 
     if n_reused:
-        notes.append(f"{n_reused} of the (task, method, seed) runs were taken from the --reuse files (made by the "
-                     "same command with --seed-list, one process per core); the total wall time is this process's")
+        notes.append(f"{n_reused} of the (task, method, seed) runs were taken from the --reuse files "
+                     f"({args.reuse}); the total wall time is this process's")
     total = flush(rows, args, notes, t_start)
     print(f"[bong] wrote {args.out}.csv and {args.out}.md in {total:.0f} s")
 
@@ -295,12 +326,24 @@ def write_markdown(df: pd.DataFrame, args, notes, total: float):
         agg = final_table(sub, metrics)
         over = " ± s.e. over the seeds that reached it)" if sub["seed"].nunique() > 1 else ", 1 seed)"
         lines += [f"## {task} (final checkpoint; mean{over}", ""]
-        lines.append("| method | seeds at the end | step reached | " + " | ".join(metrics) + " | seconds |")
-        lines.append("|---" * (len(metrics) + 4) + "|")
+        kap = "kappa0" in agg.columns
+        lines.append("| method | seeds at the end | step reached | " + " | ".join(metrics) + " | seconds |"
+                     + (" κ0 |" if kap else ""))
+        lines.append("|---" * (len(metrics) + 4 + kap) + "|")
         for name, r in agg.iterrows():
             cells = [f"{r[m]:.3f}" + (f" ± {r[m + '_se']:.3f}" if r["finished"] > 1 else "") for m in metrics]
             head = f"| {name} | {int(r['finished'])} / {int(r['seeds'])} | {int(r['step'])} | "
-            lines.append(head + " | ".join(cells) + f" | {r['seconds']:.1f} |")
+            tail = (f" {r['kappa0']:.3g}{' (> 2)' if r['kappa0'] > 2 else ''} |" if kap and np.isfinite(r["kappa0"])
+                    else " |" if kap else "")
+            lines.append(head + " | ".join(cells) + f" | {r['seconds']:.1f} |" + tail)
+        if kap:
+            bad = [str(n) for n, r in agg.iterrows() if r["kappa0"] > 2]
+            fails = [str(n) for n, r in agg.iterrows() if r["finished"] < r["seeds"] and not r["kappa0"] > 2]
+            lines += ["", "κ0 = median over the seeds of check_step's median |κ| (self-fit gain of one update from the "
+                      "prior, first 100 training points; the linearised residual becomes (1 − κ)·residual).  κ0 > 2: "
+                      "unstable by construction at these settings (the mean step overshoots): "
+                      f"{', '.join(bad) or 'none'}.  Cells with κ0 ≤ 2 that did not finish on every "
+                      f"seed: {', '.join(fails) or 'none'}."]
         lines.append("")
     lines += ["Learning rates are not tuned (SARCOS choices of seed 004); a run that diverges (NaN) stops at the "
               "checkpoint reached.  The paper's MNIST numbers did not survive in the copy we have (seed-004 digest "
@@ -356,6 +399,8 @@ def final_table(sub: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
         use = ok if len(ok) else g
         row = dict(seeds=len(g), finished=len(ok), step=end if len(ok) else int(g["step"].max()),
                    seconds=float(use["seconds"].mean()))
+        if "kappa0" in g and g["kappa0"].notna().any():
+            row["kappa0"] = float(g["kappa0"].median())  # over all seeds: a property of the cell, finished or not
         for m in metrics:
             vals = ok[m].to_numpy(float)
             row[m] = float(vals.mean()) if len(vals) else float("nan")

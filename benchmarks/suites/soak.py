@@ -80,16 +80,24 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     # kalman_last_layer has its own variance-preserving drift with a learned forgetting factor
     "kalman_last_layer": dict(dynamics_cov=0.0),
 }
+# Grid cells a registered factory's defaults do not reach: name -> (registered factory, fixed arguments).  bong_diag:
+# BONG's diagonal family (seed 004 eq. 213/215, VD-EKF).  Its natural mean step moves the prediction by
+# κ ≈ Σ_j σ0² H_j² / (R + σ0² H_j²) times the residual and overshoots for κ > 2 (bk.posteriors.bong.check_step): on
+# this regression stream κ0 = 30 at σ0² = 1 (non-finite by step 15), 0.57 at σ0² = 1e-3.
+VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {"bong_diag": ("bong", dict(family="diag", init_cov=1e-3))}
 # Backends whose factory documents "regression only" (Gaussian likelihood).
 GAUSSIAN_ONLY = {"neural_linear", "vbll", "online_vbll"}
 
 
 def backend_names() -> list[str]:
-    """Every registered backend, ``subspace_ekf`` included (it needs a basis; older registries lacked it), once each."""
-    return sorted(set(bk.posteriors.REGISTRY) | {"subspace_ekf"})
+    """Every registered backend, ``subspace_ekf`` included (it needs a basis; older registries lacked it), and the
+    ``VARIANTS``, once each."""
+    return sorted(set(bk.posteriors.REGISTRY) | {"subspace_ekf"} | set(VARIANTS))
 
 
 def _target(name: str) -> Callable:
+    if name in VARIANTS:
+        return bk.posteriors.REGISTRY[VARIANTS[name][0]]
     return bk.posteriors.subspace_ekf if name == "subspace_ekf" else bk.posteriors.REGISTRY[name]
 
 
@@ -97,6 +105,7 @@ def backend_kwargs(name: str, **extra) -> dict[str, Any]:
     """The soak's keyword arguments for ``name``: SMALL filtered by its signature, then overrides, then ``extra``."""
     params = inspect.signature(_target(name)).parameters
     kw = {k: v for k, v in SMALL.items() if k in params}
+    kw.update(VARIANTS.get(name, ("", {}))[1])
     kw.update({k: v for k, v in OVERRIDES.get(name, {}).items() if k in params})
     kw.update({k: v for k, v in extra.items() if k in params})
     return kw

@@ -21,7 +21,8 @@ its factors in place (21 → 37 ms).  ``ratio`` uses the first (the anchor's pro
 Configurations: ``LeNet5(out=1)`` (P = 60,941) at ranks ``--lenet-ranks`` (default 10 and 50) and MLPs on 10
 inputs with about 10k, 100k, 300k and 1M parameters at rank 10.  Backends: the rank-based ones (hilofi, lolofi,
 lrkf, lofi, subspace_ekf; ``hilofi_q1e-6`` = HiLoFi with q = 1e-6) at every rank, the others once per model;
-``ekf`` only up to ``--ekf-max-params``.
+``ekf`` only up to ``--ekf-max-params``.  BONG grid cells (linear-Hessian, ``BONG_CELLS``): ``bong_dlr`` / ``blr_dlr``
+(DLR family, BONG and BLR rules; at every rank) and ``bong_diag`` / ``blr_diag`` (diagonal family, once per model).
 
 Usage::
 
@@ -57,9 +58,13 @@ from benchmarks.harness import options, plots, provenance
 
 DEFAULT_BACKENDS = [
     "hilofi", "hilofi_q1e-6", "lolofi", "lrkf", "lofi", "diag_ekf", "subspace_ekf", "kalman_last_layer", "replay_sgd",
-    "neural_linear", "ekf",
+    "neural_linear", "ekf", "bong_dlr", "blr_dlr", "bong_diag", "blr_diag",
 ]  # fmt: skip
-RANKED = {"hilofi", "hilofi_q1e-6", "lolofi", "lrkf", "lofi", "subspace_ekf", "bong"}
+# Cells of the BONG grid (``bk.posteriors.bong``, linear-hessian estimator, default init_cov / learning rate 0.5):
+# the DLR family (``bong_dlr`` is LoFi's update; ``blr_dlr`` truncates 2R + C columns) and the diagonal family
+BONG_CELLS = {"bong_dlr": dict(rule="bong", family="dlr"), "blr_dlr": dict(rule="blr", family="dlr"),
+              "bong_diag": dict(rule="bong", family="diag"), "blr_diag": dict(rule="blr", family="diag")}
+RANKED = {"hilofi", "hilofi_q1e-6", "lolofi", "lrkf", "lofi", "subspace_ekf", "bong", "bong_dlr", "blr_dlr"}
 # ``hilofi_qQ``: HiLoFi with dynamics_cov = Q on both blocks (the paper's MNIST agent: 1e-6); with q_ℓ > 0 its
 # default last_cov="auto" keeps the last layer as a dense covariance (O(D_ℓ²) time update), unlike q = 0's square root
 MLP_SIZES = {"mlp10k": (96, 96), "mlp100k": (310, 310), "mlp300k": (540, 540), "mlp1m": (1000, 1000)}
@@ -151,6 +156,8 @@ def make_backend(name: str, model, params, rank: int, x0, num_params: int):
 
         basis, offset = subspace_random(jax.random.PRNGKey(3), params, rank)
         return subspace_ekf(model.apply, Gaussian(0.1), basis=basis, offset=offset)
+    if name in BONG_CELLS:
+        return bk.posteriors.bong(model.apply, Gaussian(0.1), rank=rank, **BONG_CELLS[name])
     kw = {}
     name, learns = bk.posteriors.split_suffix(name)  # "lrkf-adaptive_noise": the noise variance learned online
     if name.startswith("hilofi_q"):
@@ -215,7 +222,7 @@ def run(args, on_config=None) -> list[dict]:
         for b in backends:
             row = dict(config=cname, params=num_params, rank=rank, backend=b)
             base = bk.posteriors.split_suffix(b)[0]
-            if base.split("_q")[0] not in have:
+            if base.split("_q")[0] not in have and base not in BONG_CELLS:
                 continue
             if base not in RANKED and not first_rank:
                 continue  # rank-independent: timed once per model

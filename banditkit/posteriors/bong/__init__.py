@@ -61,6 +61,15 @@ shared.  The factory below picks one family, one estimator and one rule and comp
 The gradient rules (``bog``, ``bbb``) can make a precision indefinite (paper §5, Figs. 12–13 diverge): the diagonal
 and DLR precisions are floored at ``min_precision``; the full precision is symmetrised only.
 
+**Stability of the mean step** (:mod:`~banditkit.posteriors.bong._stability`).  A positive precision does not make
+the mean step stable.  In the linearised model every rule moves the prediction at the observed input by ``κ`` times
+the residual (``y − ŷ′ = (1 − κ)(y − ŷ)``); ``κ > 2`` makes the residual grow, step after step, until the state is
+not finite.  ``bong`` / ``blr`` on ``"full"`` and ``"dlr"`` have ``κ < 1`` by construction (mean from the
+un-truncated precision).  Two kinds of cell do not: ``bog`` / ``bbb``, where ``κ = α ‖H‖²/R`` (learning rate times
+curvature), and the ``"diag"`` family's natural step (eq. 213/215), where ``κ = Σ_j H_j² / (R υ_j + H_j²)`` ignores
+the parameter correlations and grows with ``init_cov`` and ``P``.  :func:`check_step` measures the self-fit gain
+``κ`` on a few observations from a state and warns (or refuses, ``strict=True``) with the reason when ``|κ| > 2``.
+
 **Predict** (moment form): ``μ ← γμ``, ``Σ ← γ²Σ + qI``; diagonal ``υ ← 1/(γ²/υ + q)``; DLR exactly in DLR form
 (LoFi's predict, :func:`dlr.predict`: ``r = 1/(γ² + qυ)``, ``υ⁻ = υr``, ``Wᵀ⁻ = γ diag(r) Wᵀ U⁻¹`` with
 ``UᵀU = I + q W diag(r) Wᵀ``).  With ``γ = 1`` and ``q = 0`` (numbers) ``predict`` returns the state unchanged.
@@ -83,9 +92,10 @@ from banditkit.posteriors.bong._diag import BongDiagState, diag_family
 from banditkit.posteriors.bong._dlr import BongDLRState, dlr_family
 from banditkit.posteriors.bong._estimators import estimator as _estimator
 from banditkit.posteriors.bong._full import BongFullState, full_family
+from banditkit.posteriors.bong._stability import check_step, self_fit_gain
 
 __all__ = ["ESTIMATORS", "FAMILIES", "RULES", "BongDLRState", "BongDiagState", "BongFullState", "Est", "Family",
-           "bong"]
+           "bong", "check_step", "self_fit_gain"]
 
 Array = jax.Array
 

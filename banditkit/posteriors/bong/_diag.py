@@ -6,6 +6,13 @@
   ``μ_i = (υμ + α υ⁻¹ a) / υ_i``.
   ``blr`` and ``bbb`` floor ``υ_i`` at ``min_precision`` (a gradient step can make it indefinite).
 - predict: ``υ ← 1 / (γ²/υ + q)``;  sample: ``μ + z / √υ``.
+
+The precision stays positive under bong / blr with a linearised or EF ``G`` (``d ≤ 0``), but that does not bound the
+mean step: in the linearised model bong moves the prediction at the observed input by
+``κ = Σ_j H_j² / (R υ_j + H_j²)`` times the residual (blr: ``α Σ_j H_j² / (R υ_j + α H_j²)``), which ignores the
+correlations between parameters and grows towards ``P`` when ``H_j² ≫ R υ_j``; for ``κ > 2`` the residual grows step
+after step (not finite within a few steps).  :func:`banditkit.posteriors.bong.check_step` measures it; a smaller
+``init_cov`` (``≈ R / ‖H‖²``) or the DLR family keeps it below 1.
 """
 
 from __future__ import annotations
