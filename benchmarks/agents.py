@@ -27,13 +27,15 @@ PROTOCOL_OBS_NOISE = 0.1
 
 
 def agent_factory(spec: str, post: dict | None = None, *, per_env: Callable | None = None, note: dict | None = None,
-           **kw) -> Callable:
+           protocol_noise: bool = True, **kw) -> Callable:
     """Agent factory ``env -> make_agent(spec, env, posterior_kwargs=post, **kw)`` with ``obs_noise =
-    PROTOCOL_OBS_NOISE`` unless ``kw`` sets the observation model.  ``per_env(env) -> dict``: extra
+    PROTOCOL_OBS_NOISE`` unless ``kw`` sets the observation model or ``protocol_noise=False`` (make_agent's own
+    default, read from the env: the headline suite's agents).  ``per_env(env) -> dict``: extra
     ``make_agent`` keywords that need the env (e.g. a diagnostic's labels); ``note``: extra entries for ``.hyper``."""
     from banditkit.agents import make_agent
 
-    fixed = {} if {"obs_noise", "likelihood", "adaptive_noise"} & set(kw) else {"obs_noise": PROTOCOL_OBS_NOISE}
+    sets_noise = {"obs_noise", "likelihood", "adaptive_noise"} & set(kw)
+    fixed = {"obs_noise": PROTOCOL_OBS_NOISE} if protocol_noise and not sets_noise else {}
 
     def factory(env):
         return make_agent(spec, env, posterior_kwargs=dict(post or {}), **fixed, **kw,

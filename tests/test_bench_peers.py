@@ -120,6 +120,18 @@ def test_selection_naming_only_agents_or_only_peers_runs_only_them():
         pick(peers="bogus")
 
 
+def test_the_headline_agents_are_make_agents_defaults_and_the_protocol_agents_keep_their_variance():
+    from banditkit.agents import make_agent, scales
+    from benchmarks import agents as A
+
+    env = headline.make_env("Shuttle", 50)
+    for name, spec in headline.AGENTS.items():
+        got = headline.agent_set()[name](env)
+        assert got.likelihood == make_agent(spec, env).likelihood, name
+    assert headline.agent_set()["hilofi_ts"](env).likelihood.obs_noise == pytest.approx(scales.default_obs_noise(env))
+    assert A.agent_factory("hilofi-thompson")(env).likelihood.obs_noise == A.PROTOCOL_OBS_NOISE
+
+
 def _summary(rows: dict[str, tuple[float, float]]) -> pd.DataFrame:
     return pd.DataFrame([dict(agent=n, cum_reward=m, cum_reward_se=s, steps=5000, seeds=5, nonfinite_seeds=0)
                          for n, (m, s) in rows.items()]).set_index("agent")

@@ -55,7 +55,7 @@ def make_env(name: str, steps: int):
 
 def agent_set() -> dict:
     """``{name: factory}`` of the default agents (``make_agent(spec, env)``)."""
-    return {name: A.agent_factory(spec) for name, spec in AGENTS.items()}
+    return {name: A.agent_factory(spec, protocol_noise=False) for name, spec in AGENTS.items()}
 
 
 def _selection(args) -> tuple[dict, list[str]]:
