@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 from collections.abc import Callable
 
 import jax
@@ -45,7 +44,7 @@ import banditkit as bk
 from banditkit.likelihoods import Gaussian
 from banditkit.posteriors import dlr, linalg
 from banditkit.posteriors.base import linearize
-from benchmarks.harness import options, tables
+from benchmarks.harness import options, tables, timing
 from benchmarks.suites.speed import make_config
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
@@ -57,17 +56,7 @@ PARTS = ("profile", "methods", "accuracy")
 def interleaved(variants: dict[str, tuple[Callable, tuple]], rounds: int, reps: int) -> dict[str, dict]:
     """``name -> {ms, best, ratio}`` for jitted ``(fn, args)`` pairs timed in interleaved rounds (see the module
     docstring): ``best`` is the fastest call of all rounds; ``ratio`` is against the first variant."""
-    for fn, args in variants.values():
-        jax.block_until_ready(fn(*args))
-    best: dict[str, list[float]] = {name: [] for name in variants}
-    for _ in range(rounds):
-        for name, (fn, args) in variants.items():
-            ts = []
-            for _ in range(reps):
-                t0 = time.perf_counter()
-                jax.block_until_ready(fn(*args))
-                ts.append(time.perf_counter() - t0)
-            best[name].append(min(ts))
+    best = timing.interleaved(variants, rounds, reps)
     ref = np.asarray(best[next(iter(variants))])
     return {name: dict(ms=1e3 * float(np.median(v)), best=1e3 * float(np.min(v)),
                        ratio=float(np.median(np.asarray(v) / ref))) for name, v in best.items()}

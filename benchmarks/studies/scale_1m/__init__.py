@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 from collections.abc import Callable
 
 import jax
@@ -65,6 +64,7 @@ from banditkit.posteriors import covblocks
 from banditkit.posteriors.base import ParamSpace, linearize, linearize_blocks
 from banditkit.posteriors.hilofi import HiLoFiState, _hidden, _join, _last, _leaf_blocks
 from benchmarks.harness import options, tables
+from benchmarks.harness.timing import interleaved
 from benchmarks.suites.speed import MLP_SIZES, Floor, make_backend, make_config
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
@@ -75,22 +75,6 @@ LIK = Gaussian(0.1)
 
 
 # ------------------------------------------------------------------------------------------------------ timing
-def interleaved(calls: dict[str, tuple[Callable, tuple]], rounds: int, reps: int) -> dict[str, list[float]]:
-    """``name -> fastest seconds of each round`` for jitted ``(fn, args)`` pairs run in interleaved rounds."""
-    for fn, args in calls.values():
-        jax.block_until_ready(fn(*args))
-    best: dict[str, list[float]] = {name: [] for name in calls}
-    for _ in range(rounds):
-        for name, (fn, args) in calls.items():
-            ts = []
-            for _ in range(reps):
-                t0 = time.perf_counter()
-                jax.block_until_ready(fn(*args))
-                ts.append(time.perf_counter() - t0)
-            best[name].append(min(ts))
-    return best
-
-
 def cost(fn: Callable, args: tuple) -> tuple[float, float]:
     """``(flops, bytes accessed)`` of the compiled ``jax.jit(fn)(*args)`` (XLA's cost analysis)."""
     c = jax.jit(fn).lower(*args).compile().cost_analysis()
