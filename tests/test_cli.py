@@ -9,9 +9,9 @@ import jax
 import pandas as pd
 import pytest
 
-from banditkit import threads
 from banditkit.agents import make_agent
 from banditkit.cli import DEMO_AGENTS, build_parser, main
+from banditkit.runtime import threads
 
 COMMANDS = ["demo", "run", "compare", "bo", "data"]
 

@@ -1,4 +1,4 @@
-"""banditkit.convs.canonical_convs: the same function, every convolution in XLA:CPU's fast layout."""
+"""banditkit._xla.conv.canonical_convs: the same function, every convolution in XLA:CPU's fast layout."""
 
 import flax.linen as nn
 import jax
@@ -8,7 +8,7 @@ import pytest
 from jax import lax
 from jax.extend import core as jcore
 
-from banditkit.convs import _fast_specs, canonical_convs
+from banditkit._xla.conv import _fast_specs, canonical_convs
 
 LAYOUTS = [  # (lhs, rhs, out) specs, spatial rank, grouping
     (("NCHW", "OIHW", "NCHW"), 2, 1),

@@ -1,4 +1,4 @@
-"""banditkit.memory: the glibc allocator setting the CLI and benchmarks apply."""
+"""banditkit.runtime.memory: the glibc allocator setting the CLI and benchmarks apply."""
 
 import subprocess
 import sys
@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from banditkit import memory
+from banditkit.runtime import memory
 
 _PROBE = textwrap.dedent(
     """
@@ -28,9 +28,9 @@ _PROBE = textwrap.dedent(
         return held
 
     if sys.argv[1] == "tuned":
-        import banditkit.memory
-        assert banditkit.memory.keep_freed_memory() is True
-        assert banditkit.memory.keep_freed_memory() is True  # idempotent
+        import banditkit.runtime
+        assert banditkit.runtime.keep_freed_memory() is True
+        assert banditkit.runtime.keep_freed_memory() is True  # idempotent
     print(mmapped_while_holding(64 << 20))
     """
 )

@@ -14,11 +14,11 @@ import time
 import pandas as pd
 import pytest
 
-from banditkit import threads
 from banditkit.cli import main
 from banditkit.experiments import folder_lock
 from banditkit.experiments.folder_lock import FolderBusy, FolderLock
 from banditkit.experiments.results_folder import ResultsFolder
+from banditkit.runtime import threads
 
 _ENV = {**os.environ, "JAX_PLATFORMS": "cpu"}
 

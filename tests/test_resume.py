@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 from chunk_stop import Stop, stop_at_chunk
 
-from banditkit import threads
 from banditkit.bo import BayesOpt
+from banditkit.runtime import threads
 
 SMALL = dict(surrogate="hilofi", surrogate_kwargs=dict(rank=5), features=(32, 32), n_candidates=256)
 
@@ -27,7 +27,7 @@ def quad(x):
 _CHILD = r"""
 import json, sys
 import numpy as np
-from banditkit import threads
+from banditkit.runtime import threads
 from banditkit.bo import BayesOpt
 opt = BayesOpt.load(sys.argv[1])
 nxt = opt.ask(n=2)

@@ -12,7 +12,7 @@ import pytest
 from fast_compile import compiled_call
 
 import banditkit as bk
-from banditkit import rng
+from banditkit._xla import flat_random as rng
 
 SHAPES = [(), (5,), (4, 3), (2, 3, 5)]
 

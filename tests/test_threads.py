@@ -1,4 +1,4 @@
-"""banditkit.threads: the BLAS thread cap the CLI applies (checked in subprocesses: it is a process-wide setting)."""
+"""banditkit.runtime.threads: the BLAS thread cap the CLI applies (checked in subprocesses: a process-wide setting)."""
 
 import json
 import os
@@ -8,12 +8,12 @@ import textwrap
 
 import pytest
 
-from banditkit import threads
+from banditkit.runtime import threads
 
 _PROBE = textwrap.dedent(
     """
     import json, sys
-    import banditkit.threads as t
+    import banditkit.runtime.threads as t
 
     before = t.limit_blas_threads(int(sys.argv[1]))
     import jax.numpy as jnp  # the first LAPACK call below is when jaxlib looks its kernels up

@@ -46,7 +46,7 @@ import numpy as np
 
 from banditkit import policies as _policies
 from banditkit import posteriors as _posteriors
-from banditkit.convs import canonical_convs
+from banditkit._xla.conv import canonical_convs
 from banditkit.likelihoods import Gaussian
 from banditkit.policies import propensity as _probs
 from banditkit.policies.base import Policy, output_candidates, point_candidates
@@ -225,7 +225,7 @@ class BanditAgent:
         self._context_shapes = None
         self._jit_act = jax.jit(self._act)
         # observe / warmup may loop over batched gradients (body retraining, the warm-up SGD): keep their
-        # convolutions in XLA:CPU's fast layout inside those loops (banditkit.convs)
+        # convolutions in XLA:CPU's fast layout inside those loops (banditkit._xla.conv)
         self._jit_observe = jax.jit(canonical_convs(self._observe))
         self._jit_observe_batch = jax.jit(canonical_convs(self._observe_batch))
         self._jit_warmup = jax.jit(canonical_convs(self.warmup))

@@ -48,7 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import solve_triangular
 
-from banditkit import rng
+from banditkit._xla import flat_random as rng
 from banditkit.posteriors.linalg import chol_upper, solve_spd_factor
 
 Array = jax.Array

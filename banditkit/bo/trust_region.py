@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from banditkit import rng
+from banditkit._xla import flat_random as rng
 
 LENGTH_INIT = 0.8
 LENGTH_MIN = 0.5**7

@@ -28,7 +28,7 @@ ending in ``-adaptive_noise`` (``--agents hilofi,hilofi-adaptive_noise``: fixed 
 saved with the run's options.
 
 ``--quiet`` silences progress bars.  Every command first caps BLAS at one thread
-(:func:`banditkit.threads.limit_blas_threads`; ``BANDITKIT_BLAS_THREADS=system`` leaves it).  Errors print one
+(:func:`banditkit.runtime.limit_blas_threads`; ``BANDITKIT_BLAS_THREADS=system`` leaves it).  Errors print one
 line (``banditkit <cmd>: error: ...``) and exit with status 2 (1 when some dataset could not be fetched, 3 when
 another process writes ``--out``, 130 on Ctrl-C).
 
@@ -80,9 +80,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         args.argv = argv  # this process's command line, for the lock record of the folder it writes
         prog = f"banditkit {args.command}"
-        from banditkit import threads
+        from banditkit.runtime import threads
 
-        threads.limit_blas_threads()  # one BLAS thread: the LAPACK calls inside jitted steps (banditkit/threads.py)
+        threads.limit_blas_threads()  # one BLAS thread: the LAPACK calls inside jitted steps (banditkit.runtime)
         return int(args.func(args) or 0)
     except CLIError as e:
         msg = str(e)

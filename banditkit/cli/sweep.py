@@ -167,11 +167,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _report(df, folder, quiet: bool) -> None:
-    from banditkit.cli.report import save_plot
-    from banditkit.experiments import summarize, to_markdown
+    from banditkit.cli.report import save_plot, summary_markdown
     from banditkit.experiments.sweep_plot import plot_sweep
 
-    md = to_markdown(summarize(df))
+    md = summary_markdown(df)
     summary = folder.write_text("_summary.md", md + "\n")
     png = save_plot(plot_sweep, df, folder.path("_regret.png")) if df.attrs.get("sweep_axes") else None
     print(md)

@@ -40,8 +40,8 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
+from banditkit._xla.conv import canonical_convs
 from banditkit.agents.bandit import reset_posterior
-from banditkit.convs import canonical_convs
 from banditkit.datasets.streams import Stream
 from banditkit.posteriors.base import Posterior
 
@@ -173,7 +173,7 @@ def run_stream(
     ys = jnp.asarray(streams[0].ys) if shared else jnp.stack([jnp.asarray(s.ys) for s in streams])
     keys = jnp.stack([jax.random.PRNGKey(s) for s in seeds])
     axis = None if shared else 0
-    fn = jax.jit(canonical_convs(jax.vmap(_scan_fn(learner, task), in_axes=(0, axis, axis))))  # banditkit.convs
+    fn = jax.jit(canonical_convs(jax.vmap(_scan_fn(learner, task), in_axes=(0, axis, axis))))  # banditkit._xla.conv
     tic = time.perf_counter()
     compiled = fn.lower(keys, xs, ys).compile()
     compile_s = time.perf_counter() - tic

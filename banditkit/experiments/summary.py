@@ -4,6 +4,8 @@ Bandit frames (``cumulative_regret`` column): final cumulative regret per seed �
 (``std(ddof=1) / √n``, 0 for one seed), mean reward over all rounds and seeds, and the wall time per step
 (``df.attrs["timing"]``; execution only, compilation reported separately).
 BO frames (``simple_regret`` / ``best_y`` columns): final simple regret and best value per seed → mean ± s.e.
+A frame with a ``synthetic`` column (every run frame) keeps it per row: True when any of the group's rows ran on
+generated data (``env.unwrapped.synthetic``); :func:`synthetic_note` says so in words.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ def summarize(df: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
 
     Bandit columns: ``final_cumulative_regret``, ``final_cumulative_regret_se``, ``mean_reward``, ``seeds``,
     ``steps``, ``ms_per_step``, ``compile_s``.  BO columns: ``final_simple_regret`` (± ``_se``), ``best_y``
-    (± ``_se``), ``seeds``, ``steps``.
+    (± ``_se``), ``seeds``, ``steps``.  Both: ``synthetic`` (bool) last when the frame has that column.
     """
     if not isinstance(df, pd.DataFrame):
         raise TypeError(f"summarize expects the DataFrame returned by run/compare, got {type(df).__name__}")
@@ -55,13 +57,27 @@ def summarize(df: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
             t = timing.get(agent, {})
             row["ms_per_step"] = 1e3 * t["per_step_s"] if "per_step_s" in t else np.nan
             row["compile_s"] = t.get("compile_s", np.nan)
+        if "synthetic" in g.columns:
+            row["synthetic"] = bool(g["synthetic"].fillna(False).astype(bool).any())
         rows.append(row)
     out = pd.DataFrame(rows).set_index(["agent", *axes])
     key = "final_simple_regret" if bo else "final_cumulative_regret"
     return out.sort_values(key, kind="stable")
 
 
+def synthetic_note(summary: pd.DataFrame) -> str | None:
+    """A line naming the rows of a :func:`summarize` table that ran on synthetic data (generated problems or
+    look-alikes of data sets the user did not supply), or ``None`` when none did (or the table does not say)."""
+    if "synthetic" not in summary.columns or not summary["synthetic"].any():
+        return None
+    rows = [", ".join(map(str, k)) if isinstance(k, tuple) else str(k) for k in summary.index[summary["synthetic"]]]
+    which = "every row" if len(rows) == len(summary) else ", ".join(rows)
+    return f"data: synthetic (env.unwrapped.synthetic; generated, not a real data set) for {which}"
+
+
 def _fmt(v, digits: int) -> str:
+    if isinstance(v, (bool, np.bool_)):
+        return "yes" if v else "no"
     if isinstance(v, (int, np.integer)):
         return str(int(v))
     v = float(v)
@@ -75,8 +91,11 @@ def _fmt(v, digits: int) -> str:
 
 
 def to_markdown(summary: pd.DataFrame, digits: int = 3) -> str:
-    """The summary as a Markdown table with ``mean ± se`` cells (no extra dependency)."""
+    """The summary as a Markdown table with ``mean ± se`` cells (no extra dependency).  The ``synthetic`` column is
+    shown (``yes`` / ``no``) only when some row ran on synthetic data."""
     cols = [c for c in summary.columns if not c.endswith("_se")]
+    if "synthetic" in cols and not summary["synthetic"].any():
+        cols.remove("synthetic")
     keys = [str(n) for n in summary.index.names] if summary.index.nlevels > 1 else ["agent"]
     header = keys + cols
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]

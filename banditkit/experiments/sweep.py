@@ -44,7 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from banditkit.convs import canonical_convs
+from banditkit._xla.conv import canonical_convs
 from banditkit.experiments import grid as _grid
 from banditkit.experiments import placement as _place
 from banditkit.experiments.prequential import seed_list as _seeds
@@ -58,6 +58,7 @@ from banditkit.experiments.runner import (
     _Sink,
     agent_checkpoint,
     init_lane,
+    is_synthetic,
     round_scan,
     seed_inputs,
     state_is_finite,
@@ -245,7 +246,7 @@ def _run_program(recipe: _Recipe, u, name: str, seeds: list[int], configs: list[
             for lane in np.flatnonzero(~healthy):
                 nonfinite.setdefault(int(lane), t0 + keep)
             a, r, e, o = (np.asarray(x)[:n, :keep] for x in res)
-            df = _frame(name, lane_seeds, a, r, e, o, offsets, start=t0)
+            df = _frame(name, lane_seeds, a, r, e, o, offsets, start=t0, synthetic=is_synthetic(u))
             offsets = df["cumulative_regret"].to_numpy().reshape(n, keep)[:, -1].copy()
             for k in reversed(list(configs[0])):
                 df.insert(1, k, np.repeat(np.asarray([configs[c][k] for c in cfg_rows[:n]], np.float64), keep))

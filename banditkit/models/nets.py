@@ -21,9 +21,10 @@ from collections.abc import Callable, Sequence
 import flax.linen as nn
 import jax.numpy as jnp
 
-from banditkit import rng
+from banditkit._xla import flat_random as rng
 
-# Flax's default initialisers (same parameters) with flat draws: they compile several times faster on CPU (bk.rng)
+# Flax's default initialisers (same parameters) with flat draws: they compile several times faster on CPU
+# (banditkit._xla.flat_random)
 _KERNEL = rng.lecun_normal()
 _EMBED = rng.variance_scaling(1.0, "fan_in", "normal", out_axis=0)
 

@@ -25,8 +25,8 @@ import weakref
 import jax
 import numpy as np
 
+from banditkit._xla.conv import canonical_convs
 from banditkit.agents.bandit import WARMUP_KEY
-from banditkit.convs import canonical_convs
 from banditkit.offline.log import LoggedFeedback, load
 
 

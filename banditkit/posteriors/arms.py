@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from banditkit import rng
+from banditkit._xla import flat_random as rng
 
 Array = jax.Array
 

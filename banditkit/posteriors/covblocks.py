@@ -38,7 +38,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from banditkit import rng
+from banditkit._xla import flat_random as rng
 from banditkit.posteriors import arms as arm_layout
 from banditkit.posteriors import linalg
 

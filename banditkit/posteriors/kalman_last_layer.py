@@ -86,7 +86,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from banditkit import rng
+from banditkit._xla import flat_random as rng
 from banditkit.likelihoods import Bernoulli, Categorical, Gaussian, Likelihood
 from banditkit.posteriors import arms as per_arm
 from banditkit.posteriors import linalg

@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import solve_triangular
 
-from banditkit import rng
+from banditkit._xla import flat_random as rng
 
 Array = jax.Array
 

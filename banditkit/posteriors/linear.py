@@ -51,7 +51,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from banditkit import rng
+from banditkit._xla import flat_random as rng
 from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors import linalg
 from banditkit.posteriors.arms import check_arms

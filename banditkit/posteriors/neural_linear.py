@@ -63,7 +63,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from banditkit import rng
+from banditkit._xla import flat_random as rng
 from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors import _replay as replay
 from banditkit.posteriors import arms as per_arm

@@ -62,7 +62,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from banditkit.convs import canonical_convs
+from banditkit._xla.conv import canonical_convs
 from banditkit.debug import nonfinite_fields
 from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors import linalg

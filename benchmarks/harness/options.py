@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
-import banditkit as bk
+import banditkit.runtime
 
 #: the committed results of the suites (``--out``'s default); a study's own outputs live in its folder
 RESULTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results")
@@ -68,9 +68,9 @@ def add_check(p: argparse.ArgumentParser) -> None:
 
 
 def add_blas_threads(p: argparse.ArgumentParser) -> None:
-    """``--blas-threads N|system`` (default 1, as the ``banditkit`` command): see :mod:`banditkit.threads`."""
+    """``--blas-threads N|system`` (default 1, as the ``banditkit`` command): see :mod:`banditkit.runtime.threads`."""
     p.add_argument("--blas-threads", default="1",
-                   help="cap BLAS / LAPACK at this many threads before running (banditkit.threads.limit_blas_threads; "
+                   help="cap BLAS / LAPACK at this many threads before running (banditkit.runtime.limit_blas_threads; "
                         "default 1, as the banditkit command does), or 'system' to leave the library's default")
 
 
@@ -84,7 +84,7 @@ def apply_blas_threads(value: str) -> None:
         n = 0
     if n < 1:
         raise SystemExit(f"--blas-threads must be an integer >= 1 or 'system', got {value!r}")
-    bk.threads.limit_blas_threads(n)
+    banditkit.runtime.limit_blas_threads(n)
 
 
 def check_args(args: argparse.Namespace) -> None:

@@ -15,6 +15,7 @@ import sys
 import pandas as pd
 
 import banditkit as bk
+import banditkit.runtime
 
 #: the one entry point: ``python -m benchmarks SUITE [options]`` (``benchmarks/__main__.py`` puts ``PROG SUITE`` in
 #: ``sys.argv[0]``, so argparse's usage line and :func:`command_line` name the command as typed)
@@ -36,7 +37,7 @@ def suite_command(words: str, argv) -> str:
 
 def blas_note() -> str:
     """``"BLAS threads 1"`` (the counts of the loaded BLAS libraries), for the machine line of a result."""
-    counts = sorted(set(bk.threads.blas_threads().values()))
+    counts = sorted(set(banditkit.runtime.blas_threads().values()))
     return "BLAS threads " + ("/".join(map(str, counts)) if counts else "n/a (no BLAS library loaded)")
 
 

@@ -22,7 +22,7 @@ import jax
 import numpy as np
 import pandas as pd
 
-import banditkit as bk
+from banditkit._xla import flat_random
 from benchmarks.harness import options, tables
 
 
@@ -30,22 +30,23 @@ def _seeds(draw, n):
     return lambda key: jax.vmap(draw)(jax.random.split(key, n))
 
 
-# (case, what it is in banditkit, jax.random draw, bk.rng draw)
+# (case, what it is in banditkit, jax.random draw, flat draw: banditkit._xla.flat_random, the tables' "bk.rng")
 CASES = [
     ("normal (301, 10)", "orthonormal start of HiLoFi's hidden factor, README quick tour (MLP 4-50-1, rank 10)",
-     lambda k: jax.random.normal(k, (301, 10)), lambda k: bk.rng.normal(k, (301, 10))),
+     lambda k: jax.random.normal(k, (301, 10)), lambda k: flat_random.normal(k, (301, 10))),
     ("normal (60857, 50)", "orthonormal start of HiLoFi rank 50 on LeNet5's hidden layers",
-     lambda k: jax.random.normal(k, (60857, 50)), lambda k: bk.rng.normal(k, (60857, 50))),
+     lambda k: jax.random.normal(k, (60857, 50)), lambda k: flat_random.normal(k, (60857, 50))),
     ("normal (10, 85)", "Thompson draw of 10 per-arm head blocks (LeNet5 features + bias)",
-     lambda k: jax.random.normal(k, (10, 85)), lambda k: bk.rng.normal(k, (10, 85))),
+     lambda k: jax.random.normal(k, (10, 85)), lambda k: flat_random.normal(k, (10, 85))),
     ("normal (10, 85) x 3 seeds", "the same draw under the runner's vmap over 3 seeds",
-     _seeds(lambda k: jax.random.normal(k, (10, 85)), 3), _seeds(lambda k: bk.rng.normal(k, (10, 85)), 3)),
+     _seeds(lambda k: jax.random.normal(k, (10, 85)), 3), _seeds(lambda k: flat_random.normal(k, (10, 85)), 3)),
     ("uniform (1000, 6)", "trust-region candidate mask, Hartmann6",
-     lambda k: jax.random.uniform(k, (1000, 6)), lambda k: bk.rng.uniform(k, (1000, 6))),
+     lambda k: jax.random.uniform(k, (1000, 6)), lambda k: flat_random.uniform(k, (1000, 6))),
     ("lecun_normal (784, 50)", "Flax's default Dense kernel initialiser (bk.models: bk.rng.lecun_normal)",
-     lambda k: nn.initializers.lecun_normal()(k, (784, 50)), lambda k: bk.rng.lecun_normal()(k, (784, 50))),
+     lambda k: nn.initializers.lecun_normal()(k, (784, 50)), lambda k: flat_random.lecun_normal()(k, (784, 50))),
     ("lecun_normal (5, 5, 6, 16)", "LeNet5's second convolution kernel",
-     lambda k: nn.initializers.lecun_normal()(k, (5, 5, 6, 16)), lambda k: bk.rng.lecun_normal()(k, (5, 5, 6, 16))),
+     lambda k: nn.initializers.lecun_normal()(k, (5, 5, 6, 16)),
+     lambda k: flat_random.lecun_normal()(k, (5, 5, 6, 16))),
 ]
 
 

@@ -52,6 +52,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import banditkit as bk
+import banditkit.runtime
 from banditkit.likelihoods import Gaussian
 from banditkit.models.nets import MLP, LeNet5
 from benchmarks.harness import options, plots, provenance
@@ -387,7 +388,7 @@ def main(argv=None) -> None:
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--tag", default="speed", help="output names: TAG.csv, TAG.md, TAG.png (default speed)")
     ap.add_argument("--keep-freed-memory", action="store_true",
-                    help="call banditkit.memory.keep_freed_memory() first (faster for factors above 32 MiB, slower "
+                    help="call banditkit.runtime.keep_freed_memory() first (faster for factors above 32 MiB, slower "
                          "for small ones)")
     options.add_blas_threads(ap)
     args = ap.parse_args(argv)
@@ -395,8 +396,8 @@ def main(argv=None) -> None:
     options.apply_blas_threads(args.blas_threads)
     args.malloc = "glibc defaults"
     if args.keep_freed_memory:
-        kept = bk.memory.keep_freed_memory()
-        args.malloc = ("large blocks kept for reuse (banditkit.memory.keep_freed_memory)" if kept
+        kept = banditkit.runtime.keep_freed_memory()
+        args.malloc = ("large blocks kept for reuse (banditkit.runtime.keep_freed_memory)" if kept
                        else "glibc defaults (keep_freed_memory not available here)")
     if args.quick:
         args.warmup, args.steps, args.floor_reps, args.idle_wait = 5, 10, 10, 0.5

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
-from banditkit import rng
+from banditkit._xla import flat_random as rng
 from banditkit.likelihoods import Likelihood
 from banditkit.posteriors import linalg
 from banditkit.posteriors.base import linearize

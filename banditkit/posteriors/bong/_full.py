@@ -15,7 +15,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from banditkit import rng
+from banditkit._xla import flat_random as rng
 from banditkit.posteriors import linalg
 from banditkit.posteriors.base import ParamSpace
 from banditkit.posteriors.bong._core import Est, Family

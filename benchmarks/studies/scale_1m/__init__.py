@@ -30,7 +30,7 @@ same rounds.  BLAS / LAPACK on one thread (``--blas-threads``).
 ``scaling``: the step alone for each backend on the three MLPs, interleaved (every configuration and backend in each
 round), and the exponent ``b`` of ``time ∝ P^b`` fitted by least squares on ``log t`` against ``log P`` over the three
 sizes, for the time and for XLA's ``bytes accessed``.  ``--keep-freed-memory`` runs the whole part with
-:func:`banditkit.memory.keep_freed_memory` (glibc keeps freed blocks above 32 MiB for reuse instead of an
+:func:`banditkit.runtime.keep_freed_memory` (glibc keeps freed blocks above 32 MiB for reuse instead of an
 ``mmap`` / ``munmap`` per call): run the part once with and once without, alternating, to compare the allocators.
 
 ``qterm``: the hidden block's last pass with ``q̄ > 0`` in isolation, ``C⁺ = W C + w_h ⊗ h`` and ``μ⁺ = μ + Cᵀu +
@@ -58,7 +58,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-import banditkit as bk
+import banditkit.runtime
 from banditkit.likelihoods import Gaussian
 from banditkit.posteriors import covblocks
 from banditkit.posteriors.base import ParamSpace, linearize, linearize_blocks
@@ -317,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--keep-freed-memory", action="store_true",
-                    help="banditkit.memory.keep_freed_memory() first (large freed blocks kept for reuse)")
+                    help="banditkit.runtime.keep_freed_memory() first (large freed blocks kept for reuse)")
     ap.add_argument("--tag", default="scale_1m")
     ap.add_argument("--out", default=HERE)
     options.add_blas_threads(ap)
@@ -330,8 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown config(s) {unknown}; choose from the speed suite's MLPs {list(MLP_SIZES)}")
     options.apply_blas_threads(args.blas_threads)
-    kept = bk.memory.keep_freed_memory() if args.keep_freed_memory else False
-    allocator = "freed blocks kept (banditkit.memory.keep_freed_memory)" if kept else "glibc defaults"
+    kept = banditkit.runtime.keep_freed_memory() if args.keep_freed_memory else False
+    allocator = "freed blocks kept (banditkit.runtime.keep_freed_memory)" if kept else "glibc defaults"
     configs, backends = args.configs.split(","), args.backends.split(",")
     head = (f"Allocator: {allocator}; rank {args.rank}; {args.rounds} rounds x {args.reps} reps (fastest per round, "
             f"median over rounds); jax {jax.__version__} on {jax.default_backend()}, float32.")

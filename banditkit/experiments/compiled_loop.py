@@ -1,0 +1,261 @@
+"""The compiled loop of :func:`banditkit.run` (``compiled=True``; needs ``env.unwrapped.functional(seed, steps)``)::
+
+    per seed s:  fb_s = env.unwrapped.functional(s, steps)     # contexts, index, rewards (pre-drawn), expected
+                 k_init, k_act = split(PRNGKey(s));  state = agent.init(k_init, fb_s.contexts[fb_s.index[0]])
+    round t:     key_t = fold_in(k_act, t);  x_t = contexts[index[t]]
+                 a_t, state = act(key_t, state, x_t);  r_t = rewards[t, a_t];  state = observe(state, x_t, a_t, r_t)
+
+``lax.scan`` over rounds (in segments, so a progress bar can advance and finished segments can be saved), ``vmap``
+over seeds, and the seed axis sharded over all local devices with ``jax.sharding`` when there is more than one (seeds
+are padded to a multiple of the device count; the padding is dropped).  After every segment one jitted reduction
+tells, per seed, whether the agent state is still finite (:mod:`banditkit.experiments.health`).  The lane functions
+(:func:`seed_inputs`, :func:`init_lane`, :func:`round_scan`, :func:`warm_lane`) are shared with
+:func:`banditkit.sweep`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from banditkit._xla.conv import canonical_convs
+from banditkit.experiments.checkpoints import _resume_state, _save_state
+from banditkit.experiments.frames import PROPENSITY, _frame, _progress, _recorded, is_synthetic
+from banditkit.experiments.health import _diagnostics, _recorded_diagnostics, _warn_diagnostics, state_is_finite
+
+
+def _stack(items: Sequence[Any]):
+    return jax.tree_util.tree_map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *items)
+
+
+
+def _same_pool(pools) -> bool:
+    first = pools[0]
+    for p in pools[1:]:
+        if p is first:
+            continue
+        if np.shape(p) != np.shape(first) or not np.array_equal(np.asarray(p), np.asarray(first)):
+            return False
+    return True
+
+
+
+def _shardings(n_seeds: int):
+    """``(padded seed count, per-seed sharding, replicated sharding)``; shardings are None on one device."""
+    devices = jax.local_devices()
+    if len(devices) <= 1:
+        return n_seeds, None, None
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    n_dev = len(devices)
+    mesh = Mesh(np.array(devices), ("seeds",))
+    padded = int(math.ceil(n_seeds / n_dev) * n_dev)
+    return padded, NamedSharding(mesh, PartitionSpec("seeds")), NamedSharding(mesh, PartitionSpec())
+
+
+
+def seed_inputs(u, seeds: Sequence[int], steps: int, total: int, rows: Sequence[int]) -> tuple[dict, np.ndarray, bool]:
+    """Host arrays of the compiled loop, one row per lane: lane ``i`` runs seed ``seeds[rows[i]]`` (a seed may fill
+    several lanes: padding lanes, or :func:`banditkit.sweep`'s configurations).
+
+    Returns ``(data, contexts, shared)``: ``data = {index (L, total) int32, rewards (L, total, K) float32, expected
+    (L, total, K) float32, keys (L, 2, 2)}`` with ``keys[i] = split(PRNGKey(seed))`` and the round axis padded from
+    ``steps`` to ``total`` by repeating the last round; ``contexts`` is the env's pool ``(N, ...)`` when every seed
+    shares it (``shared``), else the per-seed pools zero-padded to a common size, ``(L, N_max, ...)``.
+    """
+    fbs = [u.functional(s, steps) for s in seeds]
+    for s, fb in zip(seeds, fbs, strict=True):
+        if np.shape(fb.index)[0] < steps or np.shape(fb.rewards)[0] < steps:
+            raise ValueError(f"env.functional({s}, {steps}) returned fewer than {steps} rounds")
+    shared = _same_pool([fb.contexts for fb in fbs])
+    pick = lambda xs: [xs[i] for i in rows]
+
+    def per_step(a):  # pad the round axis to the end of the last segment
+        a = np.asarray(a)[:steps]
+        return np.concatenate([a, np.repeat(a[-1:], total - steps, axis=0)]) if total > steps else a
+
+    index = np.stack(pick([per_step(fb.index) for fb in fbs])).astype(np.int32)
+    rewards = np.stack(pick([per_step(fb.rewards) for fb in fbs])).astype(np.float32)
+    expected = np.stack(pick([per_step(fb.expected) for fb in fbs])).astype(np.float32)
+    keys = np.stack(pick([np.asarray(jax.random.split(jax.random.PRNGKey(s))) for s in seeds]))
+    if shared:
+        contexts = np.asarray(fbs[0].contexts)
+    else:  # per-seed pools, zero-padded to a common size (the index never points into the padding)
+        pools = [np.asarray(fb.contexts) for fb in fbs]
+        size = max(p.shape[0] for p in pools)
+        pools = [np.concatenate([p, np.zeros((size - p.shape[0], *p.shape[1:]), p.dtype)]) for p in pools]
+        contexts = np.stack(pick(pools))
+    return dict(index=index, rewards=rewards, expected=expected, keys=keys), contexts, shared
+
+
+
+def init_lane(agent, d: dict, pool):
+    """One lane's initial agent state: ``agent.init(k_init, contexts[index[0]])``."""
+    return agent.init(d["keys"][0], pool[d["index"][0]])
+
+
+
+def round_scan(agent, state, d: dict, pool, t0, length: int, record: dict | None = None, draws: int = 0):
+    """``lax.scan`` of rounds ``t0 .. t0 + length − 1`` of one lane (the module docstring's round); returns
+    ``(state, (actions, rewards, expected, optimal, recorded, propensities))``, each ``(length,)``."""
+    record = record or {}
+
+    def step(st, t):
+        key_t = jax.random.fold_in(d["keys"][1], t)
+        ctx = pool[d["index"][t]]
+        a = agent._act(key_t, st, ctx)
+        p = agent._propensity(agent.propensity_key(key_t), st, ctx, a, None, draws) if draws else ()
+        r = d["rewards"][t, a]
+        st = agent._observe(st, ctx, a, r)
+        return st, (a, r, d["expected"][t, a], jnp.max(d["expected"][t]), _recorded(record, st), p)
+
+    return jax.lax.scan(step, state, t0 + jnp.arange(length))
+
+
+
+def warm_lane(agent, state, d: dict, tau: int):
+    """The warm-up fit at round ``τ`` with the key ``BanditAgent.act`` derives there, so both loops fit the same."""
+    return agent.warmup(agent.warmup_key(jax.random.fold_in(d["keys"][1], tau)), state)
+
+
+
+def _segments(steps: int, chunk: int, tau: int) -> list[tuple[int, int]]:
+    """``(t0, length)`` of the compiled scans covering ``[0, steps)``: ``chunk``-long, except that a segment ends at
+    the warm-up round ``τ`` (``0 < τ < steps``) so the warm-up fit can run between two scans.  At most two distinct
+    lengths (``chunk`` and ``τ mod chunk``), so at most two compilations."""
+    out: list[tuple[int, int]] = []
+    t0 = 0
+    if 0 < tau < steps:
+        while t0 + chunk <= tau:
+            out.append((t0, chunk))
+            t0 += chunk
+        if t0 < tau:
+            out.append((t0, tau - t0))
+            t0 = tau
+    while t0 < steps:
+        out.append((t0, chunk))
+        t0 += chunk
+    return out
+
+
+
+def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink, checkpoint, save_every, record, draws=0):
+    n = len(seeds)
+    synthetic = is_synthetic(u)
+    padded, per_seed, replicated = _shardings(n)
+    tau = int(getattr(agent, "warmup_rounds", 0))
+    segments = _segments(steps, chunk, tau)
+    total = segments[-1][0] + segments[-1][1]
+    data, contexts, shared = seed_inputs(u, seeds, steps, total, list(range(n)) + [n - 1] * (padded - n))
+    ctx_axis = None if shared else 0
+    if per_seed is not None:
+        data = jax.device_put(data, per_seed)
+        contexts = jax.device_put(contexts, replicated if shared else per_seed)
+
+    def init_one(d, pool):
+        return init_lane(agent, d, pool)
+
+    def segment_one(state, d, pool, t0, length):
+        return round_scan(agent, state, d, pool, t0, length, record, draws)
+
+    def warm_one(state, d):
+        return warm_lane(agent, state, d, tau)
+
+    out = {} if per_seed is None else dict(out_shardings=per_seed)  # keep every seed-axis array sharded
+    init_v = jax.jit(jax.vmap(init_one, in_axes=(0, ctx_axis)), **out)
+    finite_v = jax.jit(jax.vmap(state_is_finite))
+
+    # The rounds run inside lax.scan: canonical_convs keeps the (batched) convolutions of any SGD the agent does
+    # there in XLA:CPU's fast layout, which XLA only does by itself outside loops (banditkit._xla.conv).
+    def segment_v(length):
+        fn = lambda st, d, pool, t0: segment_one(st, d, pool, t0, length)
+        return jax.jit(canonical_convs(jax.vmap(fn, in_axes=(0, 0, ctx_axis, None))), donate_argnums=(0,), **out)
+
+    t_start = time.perf_counter()
+    state = init_v(data, contexts)
+    jax.block_until_ready(state)
+    compiled = {
+        length: segment_v(length).lower(state, data, contexts, jnp.int32(0)).compile()
+        for length in sorted({length for _, length in segments})
+    }
+    compiled_warm = None
+    if 0 < tau < steps:
+        warm_v = jax.jit(canonical_convs(jax.vmap(warm_one)), donate_argnums=(0,), **out)
+        compiled_warm = warm_v.lower(state, data).compile()
+    compile_s = time.perf_counter() - t_start
+
+    offsets = np.zeros(n)
+    run_s = 0.0
+    nonfinite: dict[int, int] = {}
+    t_next = 0  # the first round not run yet (a resumed run starts at its checkpoint's)
+    run_key = dict(agent=name, seeds=[int(s) for s in seeds], steps=steps, segments=[list(g) for g in segments])
+    if record:
+        run_key["record"] = list(record)
+    if draws:
+        run_key["propensities"] = draws
+    if checkpoint is not None and os.path.exists(checkpoint):
+        state, t_next, offsets, nonfinite, run_s = _resume_state(checkpoint, state, run_key, per_seed)
+    last_save = time.monotonic()
+    bar = _progress(steps, name, progress)
+    if bar is not None and t_next:
+        bar.update(min(t_next, steps))
+    try:
+        for t0, length in segments:
+            if t0 < t_next:
+                continue
+            tic = time.perf_counter()
+            if compiled_warm is not None and t0 == tau:  # the warm-up fit: once, between two segments
+                state = compiled_warm(state, data)
+            state, out = compiled[length](state, data, contexts, jnp.int32(t0))
+            out = jax.device_get(out)
+            run_s += time.perf_counter() - tic
+            keep = min(length, steps - t0)
+            healthy = np.asarray(finite_v(state))[:n]
+            for s, ok in zip(seeds, healthy, strict=True):
+                if not ok and int(s) not in nonfinite:
+                    nonfinite[int(s)] = t0 + keep
+            a, r, e, o = (np.asarray(x)[:n, :keep] for x in out[:4])
+            rec = {k: np.asarray(v)[:n, :keep] for k, v in zip(record, out[4], strict=True)}
+            if draws:
+                rec = {PROPENSITY: np.asarray(out[5])[:n, :keep]} | rec
+            df = _frame(name, seeds, a, r, e, o, offsets, start=t0, recorded=rec, synthetic=synthetic)
+            df.attrs["nonfinite"] = dict(nonfinite)  # so far: seed -> the round by which its state went NaN/inf
+            offsets = df.groupby("seed", sort=False)["cumulative_regret"].last().reindex(seeds).to_numpy()
+            sink.add(df)
+            if checkpoint is not None and (t0 + length >= total or time.monotonic() - last_save >= save_every):
+                _save_state(checkpoint, state, run_key, t0 + length, offsets, nonfinite, run_s)
+                last_save = time.monotonic()
+            if bar is not None:
+                bar.update(keep)
+    finally:
+        if bar is not None:
+            bar.close()
+    devices = len(jax.tree_util.tree_leaves(state)[0].sharding.device_set)  # where the seeds ran
+    diagnostics = _diagnostics(agent, getattr(state, "posterior", None), seeds)
+    _warn_diagnostics(name, diagnostics, stacklevel=4)
+    if nonfinite:
+        warnings.warn(
+            f"{name}: the agent state went non-finite (NaN/inf) for seed(s) {sorted(nonfinite)} (by round "
+            f"{min(nonfinite.values())}); its actions after that are meaningless.  Find the step and field with "
+            "bk.debug.first_nonfinite, and lower the learning rate / raise the observation noise or the jitter.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return dict(
+        compile_s=compile_s,
+        run_s=run_s,
+        per_step_s=run_s / steps,
+        steps=steps,
+        seeds=n,
+        mode="compiled",
+        devices=devices,
+        nonfinite=nonfinite,
+    ) | _recorded_diagnostics(diagnostics)
