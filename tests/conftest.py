@@ -71,8 +71,10 @@ def pytest_unconfigure(config):
 # them) to FILE as JSON at the end of the run; ``scripts/test.sh --record-durations`` does it into
 # ``tests/durations.json``, which is committed.  ``BANDITKIT_FAST=1`` runs a subset chosen from that file: the
 # cheapest test of every test file (so every module the suite covers is touched), then the remaining tests in order
-# of recorded time while the total stays within ``BANDITKIT_FAST_BUDGET_S`` (default 200 worker-seconds).  A test
-# with no recorded time (new since the file was made) is always kept.
+# of recorded time while the total stays within ``BANDITKIT_FAST_BUDGET_S`` (default 100 worker-seconds: the recorded
+# times come from a full run whose later tests reuse programs compiled by earlier ones, so a subset pays more compile
+# time than it recorded — 100 gives about two minutes on 2 cores).  A test with no recorded time (new since the file
+# was made) is always kept.
 # ------------------------------------------------------------------------------------------------------------------
 DURATIONS_FILE = os.path.join(os.path.dirname(__file__), "durations.json")
 _SECONDS: dict[str, float] = {}
@@ -122,6 +124,6 @@ def pytest_collection_modifyitems(config, items):
                                 "`bash scripts/test.sh --record-durations` (a full run)")
     with open(DURATIONS_FILE) as f:
         seconds = json.load(f)
-    keep = fast_selection([i.nodeid for i in items], seconds, float(os.environ.get("BANDITKIT_FAST_BUDGET_S", "200")))
+    keep = fast_selection([i.nodeid for i in items], seconds, float(os.environ.get("BANDITKIT_FAST_BUDGET_S", "100")))
     config.hook.pytest_deselected(items=[i for i in items if i.nodeid not in keep])
     items[:] = [i for i in items if i.nodeid in keep]
