@@ -5,7 +5,8 @@ string with the environment's default reward model.
 """
 
 from banditkit.agents.bandit import AgentState, BanditAgent, WarmupBuffer, selected_output
-from banditkit.agents.factory import DEFAULT_HYPER, default_model, make_agent, parse_spec, reward_scale
+from banditkit.agents.factory import DEFAULT_HYPER, default_model, make_agent, parse_spec
+from banditkit.agents.scales import reward_scale
 
 __all__ = [
     "BanditAgent",

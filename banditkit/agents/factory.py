@@ -30,8 +30,8 @@ data: ``subspace_ekf``) gets ``warmup_steps = WARMUP_PER_ARM · K`` round-robin 
 
 from __future__ import annotations
 
+from banditkit.agents import scales as _scales
 from banditkit.agents.bandit import BanditAgent, accepts_keyword, backends
-from banditkit.agents.scales import default_obs_noise, reward_scale
 from banditkit.likelihoods import Gaussian
 from banditkit.models import MLP, EmbeddingMLP, LeNet5
 from banditkit.policies import rules as _rules
@@ -170,7 +170,8 @@ def make_agent(
       spec: ``"POSTERIOR-POLICY"``, optionally ending in ``-adaptive_noise`` (the same as passing
         ``adaptive_noise=True``); unknown names raise ``ValueError`` listing the valid ones.
       env: a Gymnasium env (or its ``unwrapped``) exposing ``num_actions``, ``per_arm_features``,
-        ``default_model`` and optionally ``reward_scale`` (else estimated: :func:`reward_scale`).
+        ``default_model`` and optionally ``reward_scale`` (else estimated:
+        :func:`banditkit.agents.scales.reward_scale`).
       model: override the default reward model (its head covariance stays one dense block: pass
         ``posterior_kwargs=dict(arms=K)`` to keep one block per arm when the head is a ``K``-output ``Dense``).
       posterior_kwargs / policy_kwargs: override :data:`DEFAULT_HYPER` / the policy's defaults.
@@ -211,11 +212,12 @@ def make_agent(
     kwargs = dict(per_arm=per_arm)
     lik = agent_kwargs.get("likelihood")
     if lik is None or isinstance(lik, Gaussian):  # Bernoulli/Categorical observations stay in {0, 1}
-        kwargs["reward_scale"] = agent_kwargs.get("reward_scale", reward_scale(u))
+        # the scale and the Gaussian variance from one read of the env's own rewards (banditkit.agents.scales); a
+        # learned variance keeps BanditAgent's start, which lies above the misfit it comes down from (posteriors.noise)
+        scale, obs_noise = _scales.units(u, agent_kwargs.get("reward_scale"))
+        kwargs["reward_scale"] = scale
         if lik is None and "obs_noise" not in agent_kwargs and not agent_kwargs.get("adaptive_noise"):
-            # the Gaussian variance from the env's own rewards (banditkit.agents.scales); a learned variance keeps
-            # BanditAgent's start, which lies above the misfit it comes down from (posteriors.noise)
-            kwargs["obs_noise"] = default_obs_noise(u, kwargs["reward_scale"])
+            kwargs["obs_noise"] = obs_noise
     kwargs.update(agent_kwargs)
     cls = BanditAgent if agent_class is None else agent_class
     if not (isinstance(cls, type) and issubclass(cls, BanditAgent)):

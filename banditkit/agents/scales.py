@@ -57,7 +57,7 @@ def _episode(u, rounds: int) -> tuple[np.ndarray, np.ndarray] | None:
     return rewards.reshape(rewards.shape[0], -1), expected.reshape(expected.shape[0], -1)
 
 
-def reward_scale(env, rounds: int = ROUNDS) -> float:
+def reward_scale(env, rounds: int = ROUNDS, _ep=None) -> float:
     """The env's ``reward_scale`` attribute, else ``max |expected reward|`` over the first ``rounds`` rounds of
     ``functional(0, rounds)`` (1.0 when that is unavailable or zero).  Agents observe ``r / reward_scale``, so one
     set of default hyper-parameters (unit-scale priors) suits envs whose rewards are ±35 or ±1."""
@@ -65,7 +65,7 @@ def reward_scale(env, rounds: int = ROUNDS) -> float:
     declared = getattr(u, "reward_scale", None)
     if declared is not None:
         return float(declared)
-    ep = _episode(u, rounds)
+    ep = _episode(u, rounds) if _ep is None else _ep
     if ep is None:
         return 1.0
     scale = float(np.max(np.abs(ep[1])))
@@ -91,12 +91,18 @@ def reward_noise(env, rounds: int = ROUNDS, _ep=None) -> float | None:
 def default_obs_noise(env, scale: float | None = None, rounds: int = ROUNDS) -> float:
     """``R = min(ν + κ v, R₀)`` in the units ``r / scale`` (module docstring); ``R₀ = FALLBACK_OBS_NOISE`` without a
     functional form.  ``scale`` defaults to :func:`reward_scale`."""
+    return units(env, scale, rounds)[1]
+
+
+def units(env, scale: float | None = None, rounds: int = ROUNDS) -> tuple[float, float]:
+    """``(reward scale, observation variance)``: :func:`reward_scale` (unless ``scale`` is given) and
+    :func:`default_obs_noise` from one read of the env's episode (``make_agent`` calls this)."""
     u = _unwrapped(env)
-    s = reward_scale(u, rounds) if scale is None else float(scale)
     ep = _episode(u, rounds)
+    s = reward_scale(u, rounds, _ep=ep) if scale is None else float(scale)
     noise = reward_noise(u, rounds, _ep=ep)
     if noise is None or ep is None:  # without the episode the signal's variance is unknown
-        return FALLBACK_OBS_NOISE
+        return s, FALLBACK_OBS_NOISE
     signal = float(np.mean(np.var(ep[1], axis=0)))
     value = (noise + UNEXPLAINED_SHARE * signal) / s**2
-    return float(np.clip(value, MIN_OBS_NOISE, FALLBACK_OBS_NOISE))
+    return s, float(np.clip(value, MIN_OBS_NOISE, FALLBACK_OBS_NOISE))
