@@ -110,6 +110,50 @@ def test_importing_banditkit_does_not_import_optuna():
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "JAX_PLATFORMS": "cpu"})
 
 
+@pytest.mark.parametrize("independent", ["random", "tpe"])
+def test_two_samplers_with_one_seed_on_one_storage_propose_distinct_startup_points(independent):
+    """Two workers (two samplers, the same seed) interleaving asks on one storage: the startup draws depend on the
+    trial number, so no two trials share a point (one RNG stream per sampler gave both workers the same points),
+    and a trial's draw is reproducible from (seed, trial number)."""
+    storage = optuna.storages.InMemoryStorage()
+    optuna.create_study(study_name="s", storage=storage)
+    workers = [optuna.load_study(study_name="s", storage=storage, sampler=BanditkitSampler(
+        seed=0, n_startup_trials=50, independent_sampler=independent, **SMALL)) for _ in range(2)]
+    points = []
+    for _ in range(3):
+        trials = [w.ask() for w in workers]  # both running at once, as two processes would be
+        for w, t in zip(workers, trials, strict=True):
+            points.append((t.number, t.suggest_float("x", 0.0, 1.0), t.suggest_int("n", 1, 1000)))
+            w.tell(t, points[-1][1])
+    assert len({p[1:] for p in points}) == 6
+    again = optuna.create_study(sampler=BanditkitSampler(seed=0, n_startup_trials=50, independent_sampler=independent,
+                                                         **SMALL))
+    for number, x, n in sorted(points):
+        t = again.ask()
+        assert t.number == number and (t.suggest_float("x", 0.0, 1.0), t.suggest_int("n", 1, 1000)) == (x, n)
+        again.tell(t, x)
+
+
+def test_a_running_trial_publishes_its_point_before_its_objective_suggests_it():
+    """Two workers on one storage ask while the other's trial is running but has not suggested its parameters yet
+    (the window in which two processes' asks overlap): the first's point is published at once, so EI — the same
+    deterministic choice for both given the same data — is steered away from it by the second."""
+    storage = optuna.storages.InMemoryStorage()
+    optuna.create_study(study_name="s", storage=storage)
+    a, b = (optuna.load_study(study_name="s", storage=storage, sampler=BanditkitSampler(
+        acquisition="ei", seed=0, n_startup_trials=4, **SMALL)) for _ in range(2))
+    a.optimize(objective, n_trials=4)
+    ta = a.ask()
+    proposal = dict(ta.relative_params)  # Optuna samples at the first suggest; this is that moment, frozen
+    assert ta.params == {} and proposal  # running; its objective has not suggested anything yet
+    published = storage.get_trial(ta._trial_id).system_attrs["banditkit:proposal"]
+    tb = b.ask()
+    pa, pb = objective(ta), objective(tb)
+    assert ta.params == published == proposal and tb.params != ta.params
+    a.tell(ta, pa)
+    b.tell(tb, pb)
+
+
 WORKER = textwrap.dedent('''
     import sys
     import numpy as np

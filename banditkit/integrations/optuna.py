@@ -26,17 +26,23 @@ the sampler reads the study's trials and *catches up*: the completed trials it h
 its optimiser (in trial-number order), and the running ones become the pending list.  Catching up rather than
 rebuilding from scratch is the choice here because the network surrogates are online filters — one ``O(1)`` update
 per observation — so a rebuild would cost ``O(n)`` filter steps per trial; the memo is keyed by the study and
-thrown away (a rebuild) when the search space changes or a folded-in trial is no longer there.  Each trial draws
-its randomness from ``(seed, trial.number)``, so two workers never share a draw and a trial's suggestion does not
-depend on which worker made it beyond the data it saw.  Nothing is written to the storage, no worker waits for
-another, and trials are numbered by the storage, so none is lost or duplicated.  ``incremental=False`` rebuilds
-the optimiser from all completed trials at every trial instead (deterministic given the study; slower).
+thrown away (a rebuild) when the search space changes or a folded-in trial is no longer there.  Each trial draws its
+randomness — BO's and the startup sampler's alike — from ``(seed, trial.number)``, so two workers with one seed never
+share a draw and a trial's suggestion does not depend on which worker made it beyond the data it saw.  A running
+trial's point is known to the others from the moment its sampler has chosen it: the sampler publishes it at once as
+the trial's system attribute ``banditkit:proposal`` (before the objective suggests the parameters), then reads the
+storage again, and if another trial has the same point it asks again with that point pending.  The storage orders the
+writes, so of two workers whose asks overlapped the later to publish sees the other's point: no two trials evaluate
+one point (up to ``min_distance``), however the asks interleave.  No worker waits for another, and trials are numbered
+by the storage, so none is lost or duplicated.  ``incremental=False`` rebuilds the optimiser from all completed trials
+at every trial instead (deterministic given the study; slower).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import zlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -54,6 +60,9 @@ from banditkit.bo.space import Categorical, Float, Int, Param, Space
 __all__ = ["BanditkitSampler", "to_param", "to_space"]
 
 _logger = logging.getLogger(__name__)
+
+PROPOSAL_KEY = "banditkit:proposal"  # a trial's system attribute: the point its sampler proposed, published at once
+PUBLISH_ROUNDS = 4  # asks per trial at most when its point coincides with another worker's
 
 
 def to_param(distribution: BaseDistribution) -> Param:
@@ -120,17 +129,21 @@ class BanditkitSampler(BaseSampler):
         if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
             raise ValueError(f"seed must be None or a non-negative int, got {seed!r}")
         self._seed = int(seed)
+        self._n_startup = int(n_startup_trials)
+        # an owned independent sampler ("random" / "tpe") is made afresh for every draw, seeded by (seed, trial
+        # number, parameter name): one shared RNG stream would give two workers with the same seed the same
+        # startup points, since each worker's stream starts at the same place.  A sampler the user passes in is
+        # used as it is (its seeding is the user's).
+        self._owned: str | None = None
         if isinstance(independent_sampler, BaseSampler):
             self._independent = independent_sampler
-        elif independent_sampler == "random":
-            self._independent = RandomSampler(seed=self._seed)
-        elif independent_sampler == "tpe":
-            self._independent = TPESampler(seed=self._seed, n_startup_trials=n_startup_trials)
+        elif independent_sampler in ("random", "tpe"):
+            self._owned = independent_sampler
+            self._independent = self._owned_sampler(self._seed)
         else:
             raise ValueError(f"independent_sampler must be 'random', 'tpe' or an Optuna sampler, got "
                              f"{independent_sampler!r}")
         self._surrogate, self._acquisition = surrogate, acquisition
-        self._n_startup = int(n_startup_trials)
         self._warn = bool(warn_independent_sampling)
         self._incremental = bool(incremental)
         self._kwargs = dict(bayesopt_kwargs)
@@ -148,6 +161,17 @@ class BanditkitSampler(BaseSampler):
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
+
+    def _owned_sampler(self, seed: int) -> BaseSampler:
+        if self._owned == "tpe":
+            return TPESampler(seed=seed, n_startup_trials=self._n_startup)
+        return RandomSampler(seed=seed)
+
+    def _draw_seed(self, trial: FrozenTrial, param_name: str) -> int:
+        """The seed of one independent draw: a function of ``(seed, trial.number, param_name)`` alone, the same in
+        every process (``zlib.crc32``, not Python's salted ``hash``)."""
+        words = [self._seed, int(trial.number), zlib.crc32(param_name.encode())]
+        return int(np.random.SeedSequence(words).generate_state(1)[0])
 
     # Optuna's sampler interface ----------------------------------------------------------------------------------
     def reseed_rng(self) -> None:
@@ -189,9 +213,25 @@ class BanditkitSampler(BaseSampler):
         with self._lock:
             memo = self._memo(study, space, direction, complete)
             self._catch_up(memo, complete)
-            pending = [p for p in (self._point(memo.space, t) for t in trials
-                                   if t.state == TrialState.RUNNING and t.number != trial.number) if p is not None]
-            return memo.opt.ask(pending=pending, seed=int(trial.number))
+            tol = memo.opt._config["min_distance"]
+            for attempt in range(PUBLISH_ROUNDS):
+                pending = self._others(memo.space, trials, trial.number, states=(TrialState.RUNNING,))
+                seed = int(trial.number) if attempt == 0 else int(np.random.SeedSequence(
+                    [self._seed, int(trial.number), attempt]).generate_state(1)[0])
+                point = memo.opt.ask(pending=pending, seed=seed)
+                # publish, then read the storage again: of two workers whose asks overlapped in time, the later
+                # to publish sees the other's point (the storage orders the writes), and yields if they coincide
+                study._storage.set_trial_system_attr(trial._trial_id, PROPOSAL_KEY, point)
+                trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
+                others = self._others(memo.space, trials, trial.number, states=(TrialState.COMPLETE,
+                                                                               TrialState.RUNNING))
+                mine = memo.space.encode(point)
+                if not others or not bool(np.any(np.max(np.abs(memo.space.encode(others) - mine), axis=1)
+                                                 <= max(tol, 1e-9))):
+                    return point
+            _logger.warning(f"BanditkitSampler: trial {trial.number} still repeats another worker's point after "
+                            f"{PUBLISH_ROUNDS} asks; evaluating it anyway")
+            return point
 
     def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str,
                            param_distribution: BaseDistribution) -> Any:
@@ -205,7 +245,8 @@ class BanditkitSampler(BaseSampler):
                                     "search space), or has a single value",
                 )
             )
-        return self._independent.sample_independent(study, trial, param_name, param_distribution)
+        sampler = self._independent if self._owned is None else self._owned_sampler(self._draw_seed(trial, param_name))
+        return sampler.sample_independent(study, trial, param_name, param_distribution)
 
     # the memo: an optimiser per study, caught up with the storage -------------------------------------------------
     def _memo(self, study: Study, space: Space, direction: str, complete: list[FrozenTrial]) -> _Memo:
@@ -219,11 +260,27 @@ class BanditkitSampler(BaseSampler):
             memo = self._memos[key] = _Memo(opt, space, direction)
         return memo
 
+    @classmethod
+    def _others(cls, space: Space, trials: list[FrozenTrial], number: int, states: tuple) -> list[dict]:
+        """The points of the trials in ``states`` other than trial ``number``: their parameters, or for a running
+        trial that has not suggested them yet, the point its sampler published."""
+        out = []
+        for t in trials:
+            if t.state in states and t.number != number:
+                p = cls._point(space, t)
+                if p is None and t.state == TrialState.RUNNING:
+                    p = cls._point(space, t, t.system_attrs.get(PROPOSAL_KEY))
+                if p is not None:
+                    out.append(p)
+        return out
+
     @staticmethod
-    def _point(space: Space, trial: FrozenTrial) -> dict | None:
-        """The trial's values of the space's parameters (``None`` if it lacks one or one is not valid)."""
+    def _point(space: Space, trial: FrozenTrial, values: dict | None = None) -> dict | None:
+        """The trial's values of the space's parameters, or those of ``values`` if given (``None`` if one is missing
+        or not valid)."""
         try:
-            point = {name: trial.params[name] for name in space.names}
+            source = trial.params if values is None else values
+            point = {name: source[name] for name in space.names}
             space.encode(point)
             return point
         except (KeyError, ValueError):
