@@ -154,6 +154,33 @@ def test_a_running_trial_publishes_its_point_before_its_objective_suggests_it():
     b.tell(tb, pb)
 
 
+def test_a_point_another_worker_publishes_meanwhile_is_asked_again(monkeypatch):
+    """The other order of the race: worker B's sampler chooses a point and publishes it, but between its choice and
+    its re-read of the storage worker A publishes the same point. B sees it on the re-read and asks again, with A's
+    point pending, and its trial gets the second point."""
+    from banditkit.bo import BayesOpt
+
+    storage = optuna.storages.InMemoryStorage()
+    optuna.create_study(study_name="s", storage=storage)
+    a, b = (optuna.load_study(study_name="s", storage=storage, sampler=BanditkitSampler(
+        acquisition="ei", seed=0, n_startup_trials=4, **SMALL)) for _ in range(2))
+    a.optimize(objective, n_trials=4)
+    ta = a.ask()  # running; sampled lazily, so nothing published yet
+    real_ask, asked = BayesOpt.ask, []
+
+    def racing_ask(self, *args, **kwargs):
+        point = real_ask(self, *args, **kwargs)
+        if not asked:  # A publishes B's first choice before B re-reads
+            storage.set_trial_system_attr(ta._trial_id, "banditkit:proposal", point)
+        asked.append(point)
+        return point
+
+    monkeypatch.setattr(BayesOpt, "ask", racing_ask)
+    tb = b.ask()
+    chosen = dict(tb.relative_params)
+    assert len(asked) == 2 and asked[1] != asked[0] and chosen == asked[1]
+
+
 WORKER = textwrap.dedent('''
     import sys
     import numpy as np

@@ -215,6 +215,8 @@ class BanditkitSampler(BaseSampler):
             self._catch_up(memo, complete)
             tol = memo.opt._config["min_distance"]
             for attempt in range(PUBLISH_ROUNDS):
+                if attempt:  # trials completed since the first read are evaluations now, not pending points
+                    self._catch_up(memo, [t for t in trials if t.state == TrialState.COMPLETE])
                 pending = self._others(memo.space, trials, trial.number, states=(TrialState.RUNNING,))
                 seed = int(trial.number) if attempt == 0 else int(np.random.SeedSequence(
                     [self._seed, int(trial.number), attempt]).generate_state(1)[0])
