@@ -22,6 +22,11 @@ import numpy as np
 Array = jax.Array
 
 
+def _times_eye(v, f: Array) -> Array:
+    """``v · I`` of the size ``C`` of ``f (C,)``, in ``f``'s dtype (``v`` a scalar, possibly traced)."""
+    return jnp.asarray(v, f.dtype) * jnp.eye(f.shape[-1], dtype=f.dtype)
+
+
 class _GaussianFields(NamedTuple):
     obs_noise: float = 1.0
     name: str = "gaussian"
@@ -54,7 +59,7 @@ class Gaussian(_GaussianFields):
         return f
 
     def cov(self, f: Array) -> Array:
-        return jnp.asarray(self.obs_noise, f.dtype) * jnp.eye(f.shape[-1], dtype=f.dtype)
+        return _times_eye(self.obs_noise, f)
 
     def log_prob(self, y: Array, f: Array) -> Array:
         """``log N(y | f, obs_noise I)``."""
@@ -73,7 +78,7 @@ class Bernoulli(NamedTuple):
 
     def cov(self, f: Array) -> Array:
         m = jax.nn.sigmoid(f)
-        return jnp.diag(m * (1 - m)) + jnp.asarray(self.jitter, f.dtype) * jnp.eye(f.shape[-1], dtype=f.dtype)
+        return jnp.diag(m * (1 - m)) + _times_eye(self.jitter, f)
 
     def log_prob(self, y: Array, f: Array) -> Array:
         """Exact Bernoulli log-likelihood of ``y ∈ {0, 1}^C`` under logits ``f``."""
@@ -92,7 +97,7 @@ class Categorical(NamedTuple):
     def cov(self, f: Array) -> Array:
         m = jax.nn.softmax(f)
         r = jnp.diag(m) - jnp.outer(m, m)
-        return 0.5 * (r + r.T) + jnp.asarray(self.jitter, f.dtype) * jnp.eye(f.shape[-1], dtype=f.dtype)
+        return 0.5 * (r + r.T) + _times_eye(self.jitter, f)
 
     def log_prob(self, y: Array, f: Array) -> Array:
         """Exact categorical log-likelihood of a one-hot ``y`` under logits ``f``."""

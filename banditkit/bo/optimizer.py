@@ -572,12 +572,7 @@ class BayesOpt:
         """What makes two optimisers the same run, besides their data and random state."""
         s = dict(
             bounds=self.space.bounds.tolist() if not self._named else None,
-            surrogate=self.surrogate,
-            acquisition=self.acquisition,
-            direction=self.direction,
-            seed=self.seed,
-            n_initial=self.n_initial,
-            surrogate_kwargs=self.surrogate_kwargs,
+            **{k: getattr(self, k) for k in persist.ARGUMENTS},
             custom_model=self._custom_model,
             config=self._config,
         )

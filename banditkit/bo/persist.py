@@ -32,6 +32,8 @@ from banditkit.bo import trust_region as _tr
 FORMAT = "banditkit.BayesOpt"
 FORMAT_VERSION = 2  # 2: a typed search space (``space``); a box is still written as version 1
 _OLD_DEFAULTS = dict(maximizer="ascent", trust_region=False)  # what a checkpoint without the key was made with
+# BayesOpt arguments saved as its attributes of the same names (in the settings) and passed back as they are by load
+ARGUMENTS = ("surrogate", "acquisition", "direction", "seed", "n_initial", "surrogate_kwargs")
 
 
 def _arrays(opt, fit) -> dict:
@@ -90,17 +92,8 @@ def load(cls, path: str | os.PathLike, model: Any = None, surrogate: Any = None)
                 "BayesOpt.load(path, surrogate=...)"
             ) from None
     domain = dict(space=meta["space"]) if meta.get("space") is not None else dict(bounds=meta["bounds"])
-    opt = cls(
-        **domain,
-        surrogate=surrogate if surrogate is not None else meta["surrogate"],
-        acquisition=meta["acquisition"],
-        direction=meta["direction"],
-        seed=meta["seed"],
-        n_initial=meta["n_initial"],
-        model=model,
-        surrogate_kwargs=meta["surrogate_kwargs"],
-        **dict(_OLD_DEFAULTS, **meta["config"]),
-    )
+    arguments = {k: meta[k] for k in ARGUMENTS} | ({} if surrogate is None else dict(surrogate=surrogate))
+    opt = cls(**domain, **arguments, model=model, **dict(_OLD_DEFAULTS, **meta["config"]))
     opt._u = np.asarray(meta["u"], np.float64).reshape(-1, opt.dim)
     opt._y = np.asarray(meta["y"], np.float64).reshape(-1)
     opt._pending = np.asarray(meta["pending"], np.float64).reshape(-1, opt.dim)

@@ -35,7 +35,7 @@ another process writes ``--out``, 130 on Ctrl-C).
 Adding a command: a module here with ``cmd_NAME(args) -> int`` (raise :class:`~banditkit.cli.errors.CLIError` for
 bad input) and ``register(sub)`` that calls ``sub.add_parser(...)`` and ``set_defaults(func=cmd_NAME)``; call its
 ``register`` from :func:`build_parser`.  A command that writes a resumable folder opens it with
-:func:`banditkit.cli.folder.writing`.
+:func:`banditkit.cli.folder.results_folder` (held for writing, ``--resume`` checked or a fresh start).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Argument types and option groups shared by the commands (``--steps`` / ``--seeds`` / ``--out`` / ``--resume``,
-``--set KEY=VALUE``, ``--obs-noise`` / ``--adaptive-noise``, ``--force-unlock``)."""
+"""Argument types and option groups shared by the commands (``--env``, ``--steps`` / ``--seeds`` / ``--out`` /
+``--resume``, ``--set KEY=VALUE``, ``--obs-noise`` / ``--adaptive-noise``, ``--force-unlock``)."""
 
 from __future__ import annotations
 
@@ -73,6 +73,11 @@ def force_unlock_arg(p: argparse.ArgumentParser) -> None:
                    help="take over --out even though its lock names a process this machine cannot check (one on "
                    "another host); only when that process has stopped. A process that has stopped on this host is "
                    "detected and its lock taken over without this flag")
+
+
+def env_arg(p: argparse.ArgumentParser) -> None:
+    """``--env NAME`` (required): the environment of ``run``, ``compare`` and ``sweep``."""
+    p.add_argument("--env", required=True, help="environment: mnist, mushroom, shuttle, adult, wheel, ...")
 
 
 def common(p: argparse.ArgumentParser, steps: int, seeds: int, out: str) -> None:

@@ -12,7 +12,7 @@ import time
 
 from banditkit.cli import args as cli_args
 from banditkit.cli.errors import CLIError
-from banditkit.cli.folder import writing
+from banditkit.cli.folder import results_folder
 from banditkit.cli.report import report
 
 DEMO_AGENTS = {
@@ -112,7 +112,7 @@ def run_bandit(cmd: str, agents: dict, args: argparse.Namespace) -> int:
 
     from banditkit.agents.factory import ADAPTIVE_SUFFIX, split_noise_suffix
     from banditkit.experiments import runner
-    from banditkit.experiments.results_folder import ResultsFolder, agent_rows_to_resume
+    from banditkit.experiments.results_folder import rows_to_resume
 
     env = env_id(args.env)
     sets = dict(getattr(args, "set", None) or [])
@@ -139,17 +139,15 @@ def run_bandit(cmd: str, agents: dict, args: argparse.Namespace) -> int:
             except (TypeError, ValueError) as e:
                 raise CLIError(f"{'--set for ' if per_agent[label] else ''}{label}: {e}") from None
     prog = f"banditkit {cmd}"
-    with writing(ResultsFolder(args.out, cmd), args, prog) as folder:
+    with results_folder(args, cmd, prog, run, others=["_timing.json"],
+                        absent=dict(set={}, obs_noise=None, adaptive_noise=False)) as folder:
         old = pd.DataFrame()
         timing: dict = {}
         finished: set[str] = set()
         if args.resume:
-            folder.check_resumable(run, absent=dict(set={}, obs_noise=None, adaptive_noise=False))
-            old, finished = agent_rows_to_resume(folder, agents, args.steps, args.seeds)
+            old, finished = rows_to_resume(folder, [(label, dict(agent=label)) for label in agents],
+                                           whole=args.steps * args.seeds)
             timing = folder.read_json("_timing.json") or {}
-        else:
-            folder.start(run, others=["_timing.json"])
-        os.makedirs(folder.state_dir, exist_ok=True)
         t0 = time.perf_counter()
         frames = [old]
         try:
@@ -238,7 +236,7 @@ def register(sub) -> None:
         help="one agent on one environment",
         description="Run one agent (posterior + policy) on an environment for --steps rounds and --seeds seeds.",
     )
-    r.add_argument("--env", required=True, help="environment: mnist, mushroom, shuttle, adult, wheel, ...")
+    cli_args.env_arg(r)
     r.add_argument(
         "--agent",
         required=True,
@@ -255,7 +253,7 @@ def register(sub) -> None:
         help="several agents on one environment",
         description="Compare agents on the same environment and seeds.",
     )
-    c.add_argument("--env", required=True, help="environment: mnist, mushroom, shuttle, adult, wheel, ...")
+    cli_args.env_arg(c)
     c.add_argument("--agents", required=True,
                    help="comma-separated: hilofi,lofi,neural_linear,eps_greedy (a name ending in -adaptive_noise "
                    "learns its observation variance: hilofi,hilofi-adaptive_noise)")

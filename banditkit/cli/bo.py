@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 from banditkit.cli import args as cli_args
 from banditkit.cli.errors import CLIError
-from banditkit.cli.folder import writing
+from banditkit.cli.folder import results_folder
 from banditkit.cli.report import report
 
 
@@ -62,7 +62,7 @@ def cmd_bo(args: argparse.Namespace) -> int:
 
     from banditkit.bo import optimize
     from banditkit.environments.bo_functions import make_function
-    from banditkit.experiments.results_folder import ResultsFolder, whole_seeds
+    from banditkit.experiments.results_folder import whole_seeds
 
     if args.space is not None or args.objective is not None:
         from banditkit.cli.bo_space import cmd_bo_space
@@ -108,15 +108,9 @@ def cmd_bo(args: argparse.Namespace) -> int:
     name = (f"{base}-{args.acquisition}" + {None: "", True: "-tr", False: "-global"}[args.trust_region]
             + (f"-{SUFFIX}" if learns else ""))
     prog = "banditkit bo"
-    with writing(ResultsFolder(args.out, "bo"), args, prog) as folder:
-        if args.resume:
-            folder.check_resumable(run, may_change=" (only --seeds may change)",
-                                   absent=dict(set={}, obs_noise=None, adaptive_noise=False))
-            done = whole_seeds(folder, args.seeds, args.evals)
-        else:
-            folder.start(run)
-            done = {}
-        os.makedirs(folder.state_dir, exist_ok=True)
+    with results_folder(args, "bo", prog, run, may_change=" (only --seeds may change)",
+                        absent=dict(set={}, obs_noise=None, adaptive_noise=False)) as folder:
+        done = whole_seeds(folder, args.seeds, args.evals) if args.resume else {}
         from tqdm.auto import tqdm
 
         bar = tqdm(total=args.evals * args.seeds, desc=f"bo {fn.name}", disable=args.quiet,

@@ -1,18 +1,20 @@
 """A command's results folder opened for writing: this process its one writer (``--force-unlock`` to take over a
-lock that names a process on another host), with a note on stderr when the lock of a stopped run is taken over."""
+lock that names a process on another host), with a note on stderr when the lock of a stopped run is taken over; and
+set up for the command's run (:func:`results_folder`: ``--resume`` checked, or a fresh start)."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from banditkit.experiments.folder_lock import FolderBusy
 from banditkit.experiments.results_folder import ResultsFolder
 
-__all__ = ["writing", "FolderBusy", "BUSY_STATUS"]
+__all__ = ["writing", "results_folder", "FolderBusy", "BUSY_STATUS"]
 
 BUSY_STATUS = 3  # the exit status when another process writes --out (2: bad input)
 
@@ -35,3 +37,20 @@ def writing(folder: ResultsFolder, args: argparse.Namespace, prog: str) -> Itera
             print(f"{prog}: note: {folder.folder!r} was locked by pid {old.get('pid')} on host {old.get('host')} "
                   f"(started {old.get('started')}), {why}; this run is its writer now", file=sys.stderr)
         yield f
+
+
+@contextlib.contextmanager
+def results_folder(args: argparse.Namespace, name: str, prog: str, run: dict, *, others: Iterable[str] = (),
+                   absent: dict | None = None, may_change: str = "") -> Iterator[ResultsFolder]:
+    """The folder ``name`` in ``--out`` held for writing (:func:`writing`) and set up for the run whose options are
+    ``run``: with ``--resume`` checked to hold a run made with them (:meth:`ResultsFolder.check_resumable`, with
+    ``absent`` and ``may_change``), else started afresh (:meth:`ResultsFolder.start`: the earlier CSV, checkpoints
+    and ``<name><suffix>`` of each of ``others`` removed); its state folder created.  What a resume keeps is the
+    caller's to read."""
+    with writing(ResultsFolder(args.out, name), args, prog) as folder:
+        if args.resume:
+            folder.check_resumable(run, may_change=may_change, absent=absent)
+        else:
+            folder.start(run, others=others)
+        os.makedirs(folder.state_dir, exist_ok=True)
+        yield folder

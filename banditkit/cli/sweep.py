@@ -22,7 +22,7 @@ import time
 from banditkit.cli import args as cli_args
 from banditkit.cli.bandit import env_id, settings_by_agent, spec
 from banditkit.cli.errors import CLIError
-from banditkit.cli.folder import writing
+from banditkit.cli.folder import results_folder
 
 
 def axis(text: str) -> tuple[str, list]:
@@ -53,34 +53,6 @@ def _axes(pairs, option: str) -> dict[str, list]:
     return out
 
 
-def _resume_rows(folder, programs: list[tuple[str, dict]], n_lanes: int, struct_names: list[str]):
-    """The CSV rows an interrupted sweep keeps: per program, the rounds before its checkpoint (all lanes); a program
-    whose rows before it are incomplete starts afresh (its checkpoint removed).  The CSV is rewritten with them."""
-    import pandas as pd
-
-    from banditkit.experiments import runner
-
-    rows = folder.read_rows()
-    if not set(runner.COLUMNS) <= set(rows.columns):
-        return rows.iloc[:0]
-    keep = []
-    for name, (label, point) in programs:
-        mine = rows[rows.agent.astype(str) == label].dropna(subset=runner.COLUMNS)
-        for k in struct_names:
-            mine = mine[mine[k].astype(str) == str(point[k])]
-        ck = runner.agent_checkpoint(folder.state_dir, name)
-        upto = runner.checkpoint_round(ck)
-        mine = mine[mine.step < upto]
-        if len(mine) != upto * n_lanes:
-            mine = mine.iloc[:0]
-            if os.path.exists(ck):
-                os.remove(ck)
-        keep.append(mine)
-    kept = pd.concat(keep, ignore_index=True) if keep else rows.iloc[:0]
-    folder.write_rows(kept)
-    return kept
-
-
 def _barrier(name: str) -> None:
     import jax
 
@@ -99,7 +71,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     from banditkit.experiments import grid as _grid
     from banditkit.experiments import placement
-    from banditkit.experiments.results_folder import ResultsFolder
+    from banditkit.experiments.results_folder import ResultsFolder, rows_to_resume
     from banditkit.experiments.sweep import _program_name, check, sweep
 
     env = env_id(args.env)
@@ -125,17 +97,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     n_lanes = len(_grid.points(scalar)) * args.seeds
     writer = placement.is_writer()
     prog = "banditkit sweep"
-    folder = ResultsFolder(args.out, "sweep")
-    opened = writing(folder, args, prog) if writer else contextlib.nullcontext(folder)
+    # process 0 writes the folder; the others only read the checkpoints it leaves there
+    reader = contextlib.nullcontext(ResultsFolder(args.out, "sweep"))
+    opened = results_folder(args, "sweep", prog, run) if writer else reader
     with opened as folder:
         old = pd.DataFrame()
-        if writer:
-            if args.resume:
-                folder.check_resumable(run)
-                old = _resume_rows(folder, programs, n_lanes, list(struct))
-            else:
-                folder.start(run)
-            os.makedirs(folder.state_dir, exist_ok=True)
+        if writer and args.resume:
+            parts = [(name, dict(agent=label) | {k: point[k] for k in struct}) for name, (label, point) in programs]
+            old, _ = rows_to_resume(folder, parts, lanes_per_seed=n_lanes // args.seeds, steps=args.steps)
         _barrier("banditkit-sweep-folder-ready")  # the others read the checkpoints only once process 0 has sorted them
         t0 = time.perf_counter()
         try:
@@ -151,9 +120,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             return 0
         axes = frames[0].attrs["sweep_axes"]
         attrs = dict(frames[0].attrs, timing={k: v for f in frames for k, v in f.attrs["timing"].items()})
-        df = pd.concat(frames, ignore_index=True)
-        if len(old):
-            df = pd.concat([old, df], ignore_index=True)
+        # the rows kept, then the new ones; an empty frame (a program resumed at its end runs nothing) is left out,
+        # or its missing columns would turn the integer columns into floats
+        df = pd.concat([f for f in (old, *frames) if len(f)] or frames, ignore_index=True)
         df = df.sort_values(["agent", *axes, "seed", "step"], kind="stable").reset_index(drop=True)
         df.attrs.update(attrs)
         folder.write_rows(df)
@@ -186,7 +155,7 @@ def register(sub) -> None:
         description="Run agents over a grid of hyper-parameters and seeds: the scalar axes (--grid) in one compiled "
         "program, each structural value (--structural) in its own; one results frame with a column per axis.",
     )
-    p.add_argument("--env", required=True, help="environment: mushroom, shuttle, adult, mnist, wheel, ...")
+    cli_args.env_arg(p)
     p.add_argument("--agents", required=True, help="comma-separated posteriors or specs: hilofi,lofi,linear-ucb")
     p.add_argument("--policy", default="thompson", help="policy of the agents named by posterior only (default "
                    "thompson)")

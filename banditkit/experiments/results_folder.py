@@ -22,8 +22,8 @@ Typical use::
 
 Every write goes through :func:`banditkit.checkpoint.atomic_file` (a temporary file moved into place), and only
 inside :meth:`ResultsFolder.writing`: a second writer is refused before it touches a file.  What a resume keeps:
-:func:`whole_seeds` (BayesOpt: the seeds with every step) and :func:`agent_rows_to_resume` (the bandit runner: each
-agent's rows up to the round its checkpoint continues from).
+:func:`whole_seeds` (BayesOpt: the seeds with every step) and :func:`rows_to_resume` (the bandit runner's agents and
+a sweep's programs: each one's rows up to the round its checkpoint continues from).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ import pandas as pd
 from banditkit.checkpoint import atomic_file
 from banditkit.experiments.folder_lock import FolderBusy, FolderLock
 
-__all__ = ["ResultsFolder", "ResumeMismatch", "FolderBusy", "whole_seeds", "agent_rows_to_resume"]
+__all__ = ["ResultsFolder", "ResumeMismatch", "FolderBusy", "whole_seeds", "rows_to_resume"]
 
 
 class ResumeMismatch(ValueError):
@@ -214,28 +214,39 @@ def whole_seeds(folder: ResultsFolder, seeds: int, steps: int) -> dict[int, pd.D
     return {s: f for s, f in done.items() if s < seeds}
 
 
-def agent_rows_to_resume(folder: ResultsFolder, agents: Iterable[str], steps: int,
-                         seeds: int) -> tuple[pd.DataFrame, set[str]]:
-    """``(rows, finished)`` for resuming the bandit runner's agents in ``folder`` (one checkpoint per agent in its
-    state folder, :func:`banditkit.experiments.runner.agent_checkpoint`): an agent with all ``steps × seeds`` rows
-    is finished; another keeps its rows before the round its checkpoint continues from (per seed), or none when
-    rows are missing before it (its checkpoint is then removed: it runs afresh).  The CSV is rewritten with the
-    rows kept (dropping rows past a checkpoint and lines torn by a kill)."""
+def rows_to_resume(folder: ResultsFolder, parts: Iterable[tuple[str, dict[str, Any]]], *, lanes_per_seed: int = 1,
+                   whole: int | None = None, steps: int | None = None) -> tuple[pd.DataFrame, set[str]]:
+    """``(rows, finished)`` for resuming work saved as one checkpoint per part in the folder's state folder
+    (:func:`banditkit.experiments.runner.agent_checkpoint`): the bandit runner's agents, or a sweep's programs.
+
+    ``parts``: ``(name, {column: value})``, the part's checkpoint name and the values picking its rows (its agent
+    label, a sweep program's structural values).  A part with exactly ``whole`` rows is finished (kept, its name in
+    ``finished``).  Another, whose checkpoint has run rounds ``u_s`` of seed ``s``, keeps its rows with
+    ``step < u_s`` when there are ``lanes_per_seed · Σ_s u_s`` of them (the counting rule: a sweep runs every seed in
+    ``lanes_per_seed`` lanes, one per grid point), else none and its checkpoint is removed: it runs afresh.
+    ``steps``: the rounds per seed; a checkpoint past them (the compiled loop's last chunk padded beyond ``steps``)
+    counts as ``u_s = steps``, so a part that finished keeps its rows.  The CSV is rewritten with the rows kept
+    (dropping rows past a checkpoint and lines torn by a kill)."""
     from banditkit.experiments import runner
 
     rows = folder.read_rows()
     if not set(runner.COLUMNS) <= set(rows.columns):
         rows = pd.DataFrame(columns=runner.COLUMNS)
+    rows = rows.dropna(subset=runner.COLUMNS)  # a line torn by a kill
     keep, finished = [], set()
-    for label in agents:
-        mine = rows[rows.agent == label].dropna(subset=runner.COLUMNS)  # a line torn by a kill
-        ck = runner.agent_checkpoint(folder.state_dir, label)
-        if len(mine) == steps * seeds:
-            finished.add(label)
+    for name, match in parts:
+        mine = rows
+        for column, value in match.items():
+            mine = mine[mine[column].astype(str) == str(value)] if column in mine else mine.iloc[:0]
+        ck = runner.agent_checkpoint(folder.state_dir, name)
+        if whole is not None and len(mine) == whole:
+            finished.add(name)
         else:
             upto = runner.checkpoint_rounds(ck)  # {seed: rounds run}; the Gymnasium loop's differ by seed
+            if steps is not None:
+                upto = {seed: min(u, steps) for seed, u in upto.items()}
             mine = mine[mine.step < mine.seed.map(upto).fillna(0)]
-            if len(mine) != sum(upto.values()):  # rows missing before the checkpoint: this agent runs afresh
+            if len(mine) != lanes_per_seed * sum(upto.values()):  # rows missing before the checkpoint
                 mine = mine.iloc[:0]
                 if os.path.exists(ck):
                     os.remove(ck)

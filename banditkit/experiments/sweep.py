@@ -44,14 +44,13 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from banditkit._xla.conv import canonical_convs
 from banditkit.experiments import grid as _grid
 from banditkit.experiments import placement as _place
+from banditkit.experiments.compiled_loop import ChunkHooks, compile_lanes, drive_chunks
 from banditkit.experiments.prequential import seed_list as _seeds
 from banditkit.experiments.runner import (
     _frame,
     _make_env,
-    _progress,
     _resume_state,
     _save_state,
     _segments,
@@ -61,7 +60,6 @@ from banditkit.experiments.runner import (
     is_synthetic,
     round_scan,
     seed_inputs,
-    state_is_finite,
     warm_lane,
 )
 
@@ -195,72 +193,31 @@ def _run_program(recipe: _Recipe, u, name: str, seeds: list[int], configs: list[
     def warm_one(state, d):
         return warm_lane(recipe(d["hyper"]), state, d, tau)
 
-    out = {} if place.lanes is None else dict(out_shardings=place.lanes)
     t_start = time.perf_counter()
     try:
-        state = jax.jit(jax.vmap(init_one, in_axes=(0, ctx_axis)), **out)(data, contexts)
-        jax.block_until_ready(state)
-
-        def segment_v(length):
-            fn = lambda st, d, pool, t0: segment_one(st, d, pool, t0, length)
-            return jax.jit(canonical_convs(jax.vmap(fn, in_axes=(0, 0, ctx_axis, None))), donate_argnums=(0,), **out)
-
-        compiled = {length: segment_v(length).lower(state, data, contexts, jnp.int32(0)).compile()
-                    for length in sorted({length for _, length in segments})}
-        compiled_warm = None
-        if 0 < tau < steps:
-            warm_v = jax.jit(canonical_convs(jax.vmap(warm_one)), donate_argnums=(0,), **out)
-            compiled_warm = warm_v.lower(state, data).compile()
+        state, program = compile_lanes(init_one, segment_one, warm_one, data, contexts, ctx_axis, segments, steps,
+                                       tau, place.lanes)
     except jax.errors.JAXTypeError as e:
         raise _untraceable(recipe, configs, first, pool0, e) from e
     compile_s = time.perf_counter() - t_start
-    finite_v = jax.jit(jax.vmap(state_is_finite))
+
+    lane_seeds = np.asarray([seeds[j] for j in seed_rows[:n]], np.int64)
+    synthetic = is_synthetic(u)
+
+    def emit(t0, keep, res, offsets, nonfinite):
+        a, r, e, o = (np.asarray(x)[:n, :keep] for x in res[:4])
+        df = _frame(name, lane_seeds, a, r, e, o, offsets, start=t0, synthetic=synthetic)
+        offsets = df["cumulative_regret"].to_numpy().reshape(n, keep)[:, -1].copy()
+        for k in reversed(list(configs[0])):
+            df.insert(1, k, np.repeat(np.asarray([configs[c][k] for c in cfg_rows[:n]], np.float64), keep))
+        return df, offsets
 
     run_key = dict(agent=name, grid=[dict(c) for c in configs], seeds=list(seeds), steps=steps,
                    segments=[list(g) for g in segments])
-    offsets = np.zeros(n)
-    run_s = 0.0
-    nonfinite: dict[int, int] = {}  # lane -> the round by which its state had gone NaN/inf
-    t_next = 0
-    if checkpoint is not None and os.path.exists(checkpoint):
-        host, t_next, offsets, nonfinite, run_s = _resume_state(checkpoint, _place.gather(state), run_key, None)
-        state = place.put(jax.tree_util.tree_map(np.asarray, host))
-    writer = _place.is_writer()
-    last_save = time.monotonic()
-    bar = _progress(steps, name, progress and writer)
-    if bar is not None and t_next:
-        bar.update(min(t_next, steps))
-    lane_seeds = np.asarray([seeds[j] for j in seed_rows[:n]], np.int64)
-    try:
-        for t0, length in segments:
-            if t0 < t_next:
-                continue
-            tic = time.perf_counter()
-            if compiled_warm is not None and t0 == tau:
-                state = compiled_warm(state, data)
-            state, res = compiled[length](state, data, contexts, jnp.int32(t0))
-            res = _place.gather(res[:4])
-            run_s += time.perf_counter() - tic
-            keep = min(length, steps - t0)
-            healthy = _place.gather(finite_v(state))[:n]
-            for lane in np.flatnonzero(~healthy):
-                nonfinite.setdefault(int(lane), t0 + keep)
-            a, r, e, o = (np.asarray(x)[:n, :keep] for x in res)
-            df = _frame(name, lane_seeds, a, r, e, o, offsets, start=t0, synthetic=is_synthetic(u))
-            offsets = df["cumulative_regret"].to_numpy().reshape(n, keep)[:, -1].copy()
-            for k in reversed(list(configs[0])):
-                df.insert(1, k, np.repeat(np.asarray([configs[c][k] for c in cfg_rows[:n]], np.float64), keep))
-            sink.add(df)
-            if checkpoint is not None and _agree(t0 + length >= total or time.monotonic() - last_save >= save_every):
-                host = _place.gather(state)  # every process takes part; process 0 writes
-                if writer:
-                    _save_state(checkpoint, host, run_key, t0 + length, offsets, nonfinite, run_s)
-                last_save = time.monotonic()
-            if bar is not None:
-                bar.update(keep)
-    finally:
-        if bar is not None:
-            bar.close()
+    _, run_s, nonfinite = drive_chunks(program, state, data, contexts, segments, steps, name=name,
+                                       lane_keys=range(n), emit=emit, sink=sink, checkpoint=checkpoint,
+                                       run_key=run_key, save_every=save_every, progress=progress,
+                                       hooks=_hooks(place))
     if nonfinite:
         where = [(configs[cfg_rows[lane]], int(lane_seeds[lane])) for lane in sorted(nonfinite)]
         warnings.warn(f"{name}: the agent state went non-finite (NaN/inf) in {len(where)} lane(s) (configuration, "
@@ -268,6 +225,23 @@ def _run_program(recipe: _Recipe, u, name: str, seeds: list[int], configs: list[
     return dict(compile_s=compile_s, run_s=run_s, per_step_s=run_s / steps, steps=steps, seeds=n_seed,
                 configs=n_cfg, lanes=n, padded_lanes=place.padded, devices=place.devices, processes=place.processes,
                 mode="compiled-sweep", nonfinite={int(k): int(v) for k, v in nonfinite.items()})
+
+
+def _hooks(place: _place.Placement) -> ChunkHooks:
+    """The chunk loop's hooks for lanes on every process's devices: outputs and states gathered by collectives
+    that every process joins, checkpoint decisions taken by process 0, files written by process 0."""
+    writer = _place.is_writer()
+
+    def resume(path, state, run_key):
+        host, *rest = _resume_state(path, _place.gather(state), run_key, None)
+        return (place.put(jax.tree_util.tree_map(np.asarray, host)), *rest)
+
+    def save(path, state, *position):
+        host = _place.gather(state)  # every process takes part; process 0 writes
+        if writer:
+            _save_state(path, host, *position)
+
+    return ChunkHooks(fetch=_place.gather, agree=_agree, resume=resume, save=save, writer=writer)
 
 
 def _agree(flag: bool) -> bool:

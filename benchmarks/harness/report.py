@@ -24,9 +24,19 @@ from benchmarks.harness.tables import (
     machines_md,
     markdown_table,
     per_seed,
+    references,
     seeds_description,
     summary,
 )
+
+
+def write_dataset(res, args, ds: str, env, **kwargs) -> pd.DataFrame:
+    """:func:`write_outputs` of the data set ``ds`` of a suite that runs several (``--datasets``): the tag
+    ``<--tag>_<ds in lower case>``, the suite's ``--out`` / ``--merge`` / ``--add-seeds``, and below the table the
+    uniform-random and oracle references of ``env`` over the table's seeds (:func:`.tables.references`); ``kwargs``:
+    the other arguments of :func:`write_outputs` (title, protocol, full command, notes, ...)."""
+    return write_outputs(res, args.out, f"{args.tag}_{ds.lower()}", merge=args.merge, add_seeds=args.add_seeds,
+                         extra_md=lambda seeds: references(env, args.steps, seeds), **kwargs)
 
 
 def write_outputs(res, out: str, tag: str, *, title: str, protocol: str, full_command: str,

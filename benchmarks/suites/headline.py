@@ -138,13 +138,12 @@ def _write(args, ds: str, env, res, absent: dict) -> None:
     notes += [f"`{n}`: {describe(n)}." for n in rows]
     notes.append("Peers run in a Python loop, seeds one after another, without compilation: their `compile s` is 0 "
                  "and their `run s` the sum over seeds; the agents' `run s` is all seeds together (vmapped).")
-    report.write_outputs(
-        res, args.out, f"{args.tag}_{ds.lower()}", merge=args.merge, add_seeds=args.add_seeds,
+    report.write_dataset(
+        res, args, ds, env,
         title=f"Headline {ds}: default banditkit agents against VW, MABWiser and contextualbandits",
         protocol=f"{args.steps} steps × {{seeds}}, every agent `make_agent(spec, env)` with nothing else set",
         full_command=f"{PROG} headline --datasets {ds} --steps {STEPS} --seeds {SEEDS}",
-        reward_label="cum. reward (ratings)" if ds == "MovieLens" else "cum. reward",
-        notes=notes, extra_md=lambda seeds: tables.references(env, args.steps, seeds))
+        reward_label="cum. reward (ratings)" if ds == "MovieLens" else "cum. reward", notes=notes)
     if args.check is None:  # --check writes nothing
         write_overview(args.out, args.tag)
 

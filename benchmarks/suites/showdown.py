@@ -69,12 +69,11 @@ def _write(args, ds: str, env, res) -> None:
     if ds == "Adult":
         notes.append("Adult here is the showdown's 14-arm occupation task (seed 002's reference used the "
                      "2-class income label, majority 3776/5000), so the numbers are not comparable with Fig. 2.")
-    report.write_outputs(
-        res, args.out, f"{args.tag}_{ds.lower()}", merge=args.merge, add_seeds=args.add_seeds,
+    report.write_dataset(
+        res, args, ds, env,
         title=f"Showdown {ds} (seed 002 protocol)",
         protocol=f"{args.steps} steps × {{seeds}}, MLP1 (50 hidden), Thompson sampling",
-        full_command=f"{PROG} showdown --datasets {ds} --steps 5000 --seeds 10",
-        notes=notes, extra_md=lambda seeds: tables.references(env, args.steps, seeds))
+        full_command=f"{PROG} showdown --datasets {ds} --steps 5000 --seeds 10", notes=notes)
     if args.check is None:  # --check writes nothing
         write_overview(args.out, args.tag)
 
