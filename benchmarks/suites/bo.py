@@ -12,10 +12,12 @@ fitted hyper-parameters); all of these with ``maximizer="ascent"`` (since 2026-1
 "lbfgs" except for Thompson sampling with a network: these rows were run before and keep the ascent);
 ``*_lbfgs`` = the same with ``maximizer="lbfgs"`` (the 8 best candidates refined by L-BFGS-B on log EI / the
 Thompson draw, ≤ 200 iterations, on every task); ``*_tr`` = the same with ``trust_region=True`` (TuRBO's
-adaptive box around the incumbent, :mod:`banditkit.bo.trust_region`); peers ``botorch`` (SingleTaskGP + LogEI,
-0.18 defaults, 1 torch thread, refitted from scratch each iteration, ``optimize_acqf(q=1, num_restarts=8,
-raw_samples=256)``), ``tpe`` (Optuna ``TPESampler(seed)``, warm-up told as trials), ``random`` (the same generator
-after the warm-up).
+adaptive box around the incumbent, :mod:`banditkit.bo.trust_region`); ``default`` = ``bk.BayesOpt(bounds,
+direction="minimize", seed=seed)`` with nothing else set (the library's defaults, issue 55: HiLoFi-TS, its default
+maximiser and trust region, ``n_initial = max(5, 2d)`` Sobol points after the warm-up, no DrawNN refinement);
+peers ``botorch`` (SingleTaskGP + LogEI, 0.18 defaults, 1 torch thread, refitted from scratch each iteration,
+``optimize_acqf(q=1, num_restarts=8, raw_samples=256)``), ``tpe`` (Optuna ``TPESampler(seed)``, warm-up told as
+trials), ``random`` (the same generator after the warm-up).
 
 Time per iteration = one ask + one tell, objective excluded; JAX compilation inside it (measured by
 ``jax.monitoring`` compile events) is reported apart as ``compile_s`` and removed from ``run_s``.
@@ -66,11 +68,14 @@ OURS = ["hilofi_ts", "lrkf_ts", "lofi_ts", "hilofi_ei", "lrkf_ei", "lofi_ei", "g
         "hilofi_ts_grad",  # not seed 003's protocol: HiLoFi-TS with the DrawNN gradient maximisation on every task
         "gp_ei_lbfgs", "hilofi_ei_lbfgs", "hilofi_ts_lbfgs",  # BayesOpt(maximizer="lbfgs"): 8 starts, L-BFGS-B
         "hilofi_ts_tr", "lofi_ts_tr", "hilofi_ei_lbfgs_tr", "gp_ei_lbfgs_tr", "gp_ts_tr"]  # trust_region=True
+# bk.BayesOpt(bounds) with nothing set but the task's direction and the run's seed: unlike OURS, whatever the
+# library's defaults are at the commit that runs it (issue 55's target)
+DEFAULTS = ["default"]
 PEERS = ["botorch", "tpe", "random"]
 # the methods of bo_curves.png (every method: bo_curves_all.png): the library's defaults and the best of each kind
 HEADLINE = ["hilofi_ts", "hilofi_ts_tr", "lofi_ts_tr", "online_vbll_ts", "gp_ei_lbfgs", "gp_ei_lbfgs_tr", "botorch",
             "tpe", "random"]
-METHODS = OURS + PEERS
+METHODS = OURS + DEFAULTS + PEERS
 FULL_COMMAND = provenance.suite_command("bo", ["--tasks", ",".join(TASKS), "--seeds", "10", "--methods",
                                              ",".join(METHODS)])
 
@@ -126,10 +131,13 @@ def run_banditkit(method: str, f, warm: np.ndarray, budget: int, seed: int, cloc
     import banditkit as bk
 
     d = warm.shape[1]
-    sur, acq, kw = bayesopt_args(method, d, cfg.get("refine"))
     clock.take()
-    opt = bk.BayesOpt([(0.0, 1.0)] * d, surrogate=sur, acquisition=acq, direction="minimize", seed=seed,
-                      n_initial=d, n_candidates=cfg["n_candidates"], **kw)
+    if method == "default":  # the library's defaults: only the task's direction and the run's seed are given
+        opt = bk.BayesOpt([(0.0, 1.0)] * d, direction="minimize", seed=seed)
+    else:
+        sur, acq, kw = bayesopt_args(method, d, cfg.get("refine"))
+        opt = bk.BayesOpt([(0.0, 1.0)] * d, surrogate=sur, acquisition=acq, direction="minimize", seed=seed,
+                          n_initial=d, n_candidates=cfg["n_candidates"], **kw)
     opt.tell(warm, [float(f.value(w)) for w in warm])
     setup_compile = clock.take()
     ys, times, compiles = [], [], []
