@@ -56,6 +56,18 @@ SUITES = [
           "issue 54: off-policy evaluation accuracy (DM, IPS, SNIPS, DR, SNDR, Switch-DR) against the simulator's true "
           "values on Shuttle / Adult / Mushroom / MovieLens, uniform and eps-greedy logs, three targets",
           "results/ope.md, ope.csv (per cell), ope_reps.csv (per repetition)"),
+    Entry("warmstart", "benchmarks.suites.warmstart",
+          "issue 54: agents started from a 5k-round uniform log against agents from scratch, regret over the next 5k "
+          "online rounds on Shuttle / Adult / Mushroom / MovieLens",
+          "results/warmstart.md, warmstart.csv (+ curves, plot)"),
+    Entry("serving", "benchmarks.suites.serving",
+          "issue 54: a changing-arm stream (MovieLens movies entering and leaving the catalogue) served by "
+          "HiLoFi-TS, linear-TS and neural-linear-TS through ServingAgent, regret against the oracle",
+          "results/serving.md, serving.csv (+ curve, plot)"),
+    Entry("bo_parallel", "benchmarks.suites.bo_parallel",
+          "issue 53: 1, 2 and 4 worker processes with BanditkitSampler on one Optuna JournalStorage, same total "
+          "budget: wall time and final regret against one worker",
+          "results/bo_parallel.md, bo_parallel.csv"),
     Entry("headline", "benchmarks.suites.headline",
           "issue 55: default banditkit agents (make_agent, nothing set) against Vowpal Wabbit, MABWiser and "
           "contextualbandits on Shuttle / Adult / Mushroom / MovieLens, same seeds and rewards",
@@ -104,6 +116,11 @@ STUDIES = [
     Entry("bo_highdim", "benchmarks.studies.bo_highdim",
           "where each BO method's queries land (faces, distance to the minimiser, predicted vs true)",
           "studies/bo_highdim/results/diag_bo_highdim.md, diag_bo_branin{,_variants}.md, .csv"),
+    Entry("bo_split_check", "benchmarks.studies.bo_split_check",
+          "issues 53 / 55: the continuous BO suite re-run after the split of bo/optimizer.py against its committed "
+          "rows (z per task x method; the pre-split code's queries on this machine), and BayesOpt(bounds) with "
+          "nothing set against Optuna TPE and random",
+          "studies/bo_split_check/results/bo_split_check.md, .csv, bo_split_runs{.csv,_iters.csv.gz,_probe.csv}"),
     Entry("lofi_svd", "benchmarks.studies.lofi_svd",
           "issue 58: where a LoFi step's time goes, and which rank truncation (Gram eigh, QR + SVD, SVD, randomised) "
           "is fastest in float32 and how accurate",
