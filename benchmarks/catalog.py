@@ -32,7 +32,7 @@ SUITES = [
           "results/bo.md, bo_runs.csv, bo_iters.csv.gz, bo_time_n.csv, bo_curves.png, bo_time.png, bo_pareto.png"),
     Entry("bo_mixed", "benchmarks.suites.bo_mixed",
           "issue 53: mixed-space BO (HistGradientBoosting on Adult by CV, two synthetic mixed functions) with "
-          "banditkit's Optuna sampler against Optuna TPE, GPSampler and random",
+          "banditkit's Optuna sampler against Optuna TPE, GPSampler, BoTorch (optuna-integration) and random",
           "results/bo_mixed.md, bo_mixed_runs.csv, bo_mixed_iters.csv, bo_mixed_curves.png"),
     Entry("inbetween", "benchmarks.suites.inbetween",
           "item 7: seed 003's 1-D in-between uncertainty (HiLoFi, LRKF, GP)", "results/inbetween.md, inbetween.png"),

@@ -1,4 +1,4 @@
-"""Mixed-space BO (issue 53): banditkit's Optuna sampler against Optuna's TPE, GPSampler and random search.
+"""Mixed-space BO (issue 53): banditkit's Optuna sampler against Optuna's TPE, GPSampler, BoTorch and random search.
 
 Every method is an Optuna sampler driving the same study loop (``study.optimize``), so the objective, the search
 space and the bookkeeping are identical; only ``sampler=`` differs.  Tasks (all minimised):
@@ -18,9 +18,11 @@ space and the bookkeeping are identical; only ``sampler=`` differs.  Tasks (all 
 
 Methods: ``bk_hilofi_ts`` = ``BanditkitSampler()`` (its defaults: HiLoFi on a 3×180 MLP, Thompson sampling),
 ``bk_gp_ei`` = ``BanditkitSampler(surrogate="gp", acquisition="ei")``, ``tpe`` = ``TPESampler``, ``gpsampler`` =
-Optuna's ``GPSampler`` (needs torch), ``random`` = ``RandomSampler``; every one seeded with the run's seed and, where
-it has one, ``n_startup_trials=10``.  Seconds per trial = the time of the trial's ``suggest_*`` calls (where the
-sampler works), the objective excluded; JAX compilation falls in banditkit's first BO trial.
+Optuna's ``GPSampler`` (needs torch), ``botorch`` = ``optuna_integration.BoTorchSampler`` (needs
+``optuna-integration`` and ``botorch``; see :data:`BOTORCH_NOTE`), ``random`` = ``RandomSampler``; every one seeded
+with the run's seed and, where it has one, ``n_startup_trials=10``.  Seconds per trial = the time of the trial's
+``suggest_*`` calls (where the sampler works), the objective excluded; JAX compilation falls in
+banditkit's first BO trial.
 
 Outputs (``--out``, default ``benchmarks/results``): ``bo_mixed_runs.csv`` (task × method × seed: final best,
 seconds per trial), ``bo_mixed_iters.csv`` (best so far after each trial), ``bo_mixed.md``, ``bo_mixed_curves.png``.
@@ -41,9 +43,16 @@ from benchmarks.harness import options, provenance
 from benchmarks.harness.options import RESULTS
 from benchmarks.harness.tables import append_csv, se
 
-METHODS = ["bk_hilofi_ts", "bk_gp_ei", "tpe", "gpsampler", "random"]
+METHODS = ["bk_hilofi_ts", "bk_gp_ei", "tpe", "gpsampler", "botorch", "random"]
 TASKS = ["hgb_adult", "ackley_mixed", "hartmann_mixed"]
 N_STARTUP = 10
+BOTORCH_NOTE = (
+    "`botorch` = `optuna_integration.BoTorchSampler(n_startup_trials=10, seed=seed)` with its default candidates "
+    "function (single objective: a `SingleTaskGP` with standardised outcomes, log expected improvement maximised by "
+    "`optimize_acqf`, 10 restarts from 512 raw samples).  Int and categorical parameters go through Optuna's own "
+    "`_SearchSpaceTransform`: log parameters in log space, integers and stepped floats relaxed to a continuous "
+    "interval widened by half a step and rounded to the grid afterwards, each categorical one-hot encoded as "
+    "continuous [0, 1] coordinates and decoded by argmax — the GP and the acquisition see a relaxed continuous box.")
 
 
 # ---------------------------------------------------------------------------------------------------------- tasks
@@ -185,18 +194,43 @@ def make_sampler(method: str, seed: int):
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=N_STARTUP)
     if method == "gpsampler":
         return optuna.samplers.GPSampler(seed=seed, n_startup_trials=N_STARTUP)
+    if method == "botorch":
+        import warnings
+
+        from optuna_integration import BoTorchSampler
+
+        with warnings.catch_warnings():  # "BoTorchSampler is experimental": said once here, not once per run
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return BoTorchSampler(n_startup_trials=N_STARTUP, seed=seed)
     if method == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     raise SystemExit(f"unknown method {method!r}; choose from {METHODS}")
 
 
 def unavailable() -> dict[str, str]:
-    """``{method: reason}`` for the methods that cannot run here."""
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        return {"gpsampler": "Optuna's GPSampler needs torch (`pip install torch`)"}
-    return {}
+    """``{method: reason}`` for the methods that cannot run here (installed distributions are read from their
+    metadata, nothing is imported)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    have: dict[str, str] = {}
+    for dist in ("torch", "botorch", "optuna", "optuna-integration"):
+        try:
+            have[dist] = version(dist)
+        except PackageNotFoundError:
+            pass
+    missing = sorted({"torch", "botorch", "optuna-integration"} - set(have))
+    out: dict[str, str] = {}
+    if "torch" in missing:
+        out["gpsampler"] = "Optuna's GPSampler needs torch (`pip install torch`)"
+    if missing:
+        out["botorch"] = ("BoTorchSampler needs optuna-integration and botorch (`pip install "
+                          "\"optuna-integration==<your optuna's version>\" \"botorch>=0.12\"`; missing: "
+                          + ", ".join(missing) + ")")
+    elif int(have["optuna-integration"].split(".")[0]) > int(have["optuna"].split(".")[0]):
+        # optuna-integration 5's BoTorchSampler raises "requires Optuna v5.0.0 or newer" after the startup trials
+        out["botorch"] = (f"optuna-integration {have['optuna-integration']} needs a newer optuna than "
+                          f"{have['optuna']} (`pip install \"optuna-integration=={have['optuna']}\"`)")
+    return out
 
 
 def one_run(task: Task, name: str, method: str, seed: int, budget: int) -> tuple[dict, pd.DataFrame]:
@@ -234,11 +268,12 @@ def report(out: str, command: str, not_run: dict[str, str]) -> None:
     iters = pd.read_csv(os.path.join(out, "bo_mixed_iters.csv"))
     tasks = [t for t in TASKS if t in set(runs.task)]
     methods = [m for m in METHODS if m in set(runs.method)]
-    lines = ["# Mixed-space BO: banditkit's Optuna sampler against TPE, GPSampler and random", "",
+    lines = ["# Mixed-space BO: banditkit's Optuna sampler against TPE, GPSampler, BoTorch and random", "",
              __doc__.split("\n\n")[0].replace("\n", " "), "",
              "Final best value (minimised; mean ± s.e. over seeds; Ackley / Hartmann: simple regret, i.e. best − known "
              "minimum) and seconds per trial spent in the sampler (mean over the BO trials after the 10 startup "
-             "trials; banditkit's includes its one-off JAX compilation).", ""]
+             "trials; banditkit's includes its one-off JAX compilation).  Data: `hgb_adult` is real data (the "
+             "shipped Adult table, a fixed 2,000-row sample); `ackley_mixed` and `hartmann_mixed` are synthetic.", ""]
     head = "| method | " + " | ".join(f"{t} ({'regret' if make_optimum(t) is not None else 'CV log loss'})"
                                      for t in tasks) + " | " + " | ".join(f"s/trial {t}" for t in tasks) + " |"
     lines += [head, "|" + "---|" * (1 + 2 * len(tasks))]
@@ -253,6 +288,8 @@ def report(out: str, command: str, not_run: dict[str, str]) -> None:
             cells.append(f"{mark}{col.mean():.4g} ± {se(col):.2g}{mark} (n={len(g)})" if len(g) else "—")
             times.append(f"{g.s_per_bo_trial.mean():.3g}" if len(g) else "—")
         lines.append(f"| {m} | " + " | ".join(cells) + " | " + " | ".join(times) + " |")
+    if "botorch" in methods:
+        lines += ["", BOTORCH_NOTE]
     if not_run:
         lines += ["", "Not run here: " + "; ".join(f"`{m}`: {r}" for m, r in not_run.items())]
     lines += ["", "Best so far against trials: `bo_mixed_curves.png`; per run: `bo_mixed_runs.csv` (with the best "
