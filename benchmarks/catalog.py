@@ -121,6 +121,11 @@ STUDIES = [
           "rows (z per task x method; the pre-split code's queries on this machine), and BayesOpt(bounds) with "
           "nothing set against Optuna TPE and random",
           "studies/bo_split_check/results/bo_split_check.md, .csv, bo_split_runs{.csv,_iters.csv.gz,_probe.csv}"),
+    Entry("prior_scale", "benchmarks.studies.prior_scale",
+          "issue 55: HiLoFi-/LoFi-/LRKF-TS prior variances — the constants against the initialiser's 1/fan_in and "
+          "empirical Bayes (linearised network, 256 uniform-random rounds) on Shuttle / Adult / Mushroom / MovieLens "
+          "/ Wheel (5000 x 5) and Fashion-MNIST (2000 x 2), paired over seeds",
+          "studies/prior_scale/results/prior_scale.md, prior_scale.csv, prior_scale_priors.csv"),
     Entry("lofi_svd", "benchmarks.studies.lofi_svd",
           "issue 58: where a LoFi step's time goes, and which rank truncation (Gram eigh, QR + SVD, SVD, randomised) "
           "is fastest in float32 and how accurate",
