@@ -337,3 +337,64 @@ def test_bad_arguments_raise():
         post.update(post.init(params), x0, jnp.ones(2))
     assert bk.posteriors.get("neural_linear") is bk.posteriors.neural_linear
     assert bk.posteriors.get("replay_sgd") is bk.posteriors.replay_sgd
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# kernels the buffer backends share (banditkit.posteriors._replay, base.flat_obs)
+
+
+@pytest.mark.parametrize("name", ["last_layer_laplace", "vbll", "online_vbll"])
+@pytest.mark.parametrize("bad, what", [(dict(learning_rate=0.0), "learning_rate must be > 0"),
+                                       (dict(init_cov_last=-1.0), "init_cov_last must be > 0"),
+                                       (dict(n_inner=-1), "n_inner must be an integer >= 0"),
+                                       (dict(buffer_size=0), "buffer_size must be an integer >= 1")])
+def test_optax_buffer_backends_answer_bad_arguments_alike(name, bad, what):
+    """One check (``_replay.check_fit_args``): the same bad value gets the same message from every such backend."""
+    with pytest.raises(ValueError, match=f"^{name}: {what}, got"):
+        bk.posteriors.get(name)(selected, **bad)
+
+
+def test_check_fit_args_returns_the_given_optimizer():
+    from banditkit.posteriors import _replay
+
+    opt = optax.sgd(0.1)
+    assert _replay.check_fit_args("x", 4, 1, 1e-3, opt, init_cov_last=1.0) is opt
+    default = _replay.check_fit_args("x", 4, 1, 1e-3, None)
+    theta = jnp.ones(3)
+    step, _ = default.update(jnp.ones(3), default.init(theta), theta)  # adamw: first step −lr·(sign(g) + wd·θ)
+    np.testing.assert_allclose(step, -1e-3 * (1.0 + 1e-4) * np.ones(3), rtol=1e-5)
+
+
+def test_sample_last_layer_keeps_the_hidden_block_and_draws_the_factor():
+    from banditkit.posteriors._replay import sample_last_layer
+    from banditkit.posteriors.base import ParamSpace
+
+    params = _params()
+    space = ParamSpace.of(params, "head")
+    theta = space.ravel(params)
+    _, ell = space.split(params)
+    d = space.size_last
+    zero = sample_last_layer(jax.random.PRNGKey(0), space, theta, jnp.zeros((d, d)))
+    for a, b in zip(jax.tree_util.tree_leaves(zero), jax.tree_util.tree_leaves(params), strict=True):
+        np.testing.assert_array_equal(a, b)  # F = 0: the point estimate itself, bit for bit
+    f = jnp.tril(jnp.full((d, d), 0.3)) + jnp.eye(d)
+    n = 8000
+    draws = jax.jit(jax.vmap(lambda k: space.split(sample_last_layer(k, space, theta, f))))(
+        jax.random.split(jax.random.PRNGKey(1), n))
+    h_draws, ell_draws = np.asarray(draws[0]), np.asarray(draws[1], np.float64)
+    np.testing.assert_array_equal(h_draws, np.broadcast_to(np.asarray(space.split(params)[0]), h_draws.shape))
+    cov = np.asarray(f @ f.T, np.float64)
+    sd = np.sqrt(np.diag(cov))
+    assert np.all(np.abs(ell_draws.mean(0) - np.asarray(ell)) < 5 * sd / np.sqrt(n))
+    emp = np.cov(ell_draws.T)
+    # standard error of a sample covariance entry: sqrt((Σ_ij² + Σ_ii Σ_jj) / n)
+    assert np.all(np.abs(emp - cov) < 5 * np.sqrt((cov**2 + np.outer(sd**2, sd**2)) / n))
+
+
+def test_flat_obs_is_the_model_at_the_unravelled_vector():
+    from banditkit.posteriors.base import ParamSpace, flat_obs
+
+    params = _params()
+    space = ParamSpace.of(params)
+    x = (jnp.array([0.3, -1.2]), jax.nn.one_hot(1, K))
+    np.testing.assert_array_equal(flat_obs(selected, space, x)(space.ravel(params)), selected(params, x))

@@ -14,7 +14,8 @@ slots drawn uniformly with replacement with key ``fold_in(key, i)`` (weights 1).
 ``lax.fori_loop(0, n)``, so ``n`` may be traced (a zero-trip loop on the steps that do not train).
 
 Also here: :func:`buffer_nll` (the weighted mean negative log-likelihood), :func:`head_jacobian` (the last-layer
-Jacobian the last-layer backends read their features from) and the argument checks the four factories share.
+Jacobian the last-layer backends read their features from), :func:`sample_last_layer` (a draw ``ℓ = ℓ̄ + F z`` of the
+last layer with the hidden block at its point estimate) and the argument checks the four factories share.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from banditkit._xla import flat_random as rng
 from banditkit.likelihoods import Likelihood
 from banditkit.posteriors.base import ApplyFn, ParamSpace, PyTree, as_obs
 
@@ -157,6 +159,15 @@ def head_jacobian(apply_fn: ApplyFn, space: ParamSpace, h: Array, ell: Array, x,
     return out(ell), jax.jacrev(out if link is None else lambda e: link(out(e)))(ell)
 
 
+def sample_last_layer(key: Array, space: ParamSpace, theta: Array, factor: Array) -> PyTree:
+    """One draw as a parameter pytree: the hidden block ``h`` at its value in ``θ (P,)`` and the last layer
+    ``ℓ = ℓ̄ + F z``, ``z ~ N(0, I_{D_ℓ})``, with ``ℓ̄`` the last-layer block of ``θ`` and ``F (D_ℓ, D_ℓ)`` a factor of
+    the last layer's covariance (``F Fᵀ = Σ_ℓ``)."""
+    h, ell = space.split(space.unravel(theta))
+    z = rng.normal(key, ell.shape, ell.dtype)
+    return space.merge(h, ell + factor @ z)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # arguments
 
@@ -172,6 +183,19 @@ def check_buffer_args(name: str, buffer_size: int, batch_size: int | None) -> No
     check_int(name, "buffer_size", buffer_size, 1)
     if batch_size is not None and (not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1):
         raise ValueError(f"{name}: batch_size must be None (whole buffer) or an integer >= 1, got {batch_size!r}")
+
+
+def check_fit_args(name: str, buffer_size: int, n_inner: int, learning_rate: float,
+                   optimizer: optax.GradientTransformation | None, **positive: float) -> optax.GradientTransformation:
+    """Clear errors for the arguments of the backends trained by optax on the whole buffer (``last_layer_laplace``,
+    ``vbll``): ``buffer_size ≥ 1`` and ``n_inner ≥ 0`` integers, ``learning_rate`` and every ``positive`` value
+    ``> 0``.  Returns the optimiser they train with: ``optimizer``, or ``adamw(learning_rate)`` when it is ``None``."""
+    check_buffer_args(name, buffer_size, None)
+    check_int(name, "n_inner", n_inner, 0)
+    for what, v in dict(**positive, learning_rate=learning_rate).items():
+        if not v > 0:
+            raise ValueError(f"{name}: {what} must be > 0, got {v!r}")
+    return optax.adamw(learning_rate) if optimizer is None else optimizer
 
 
 def resolve_example_x(name: str, example_x, factory_example_x):

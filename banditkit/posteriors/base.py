@@ -18,7 +18,8 @@ backends that keep a buffer of inputs and ignored by the others.
 Shared here: :class:`ParamSpace` (flattening a parameter pytree and splitting it into a hidden and a
 last-layer block by parameter *path*), :func:`check_common_hyper` (the one validator of the shared
 hyper-parameters), :func:`linearize` (the observation mean, its Jacobian and the observation covariance at a
-linearisation point) and :func:`as_obs`.
+linearisation point), :func:`flat_obs` (the model output as a function of the flat parameter vector) and
+:func:`as_obs`.
 """
 
 from __future__ import annotations
@@ -252,6 +253,12 @@ def check_common_hyper(
         raise ValueError(f"{name}: forgetting (gamma) must lie in (0, 1] (1 = no forgetting), got {forgetting!r}")
     if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < min_rank):
         raise ValueError(f"{name}: rank must be an integer >= {min_rank}, got {rank!r}")
+
+
+def flat_obs(apply_fn: ApplyFn, space: ParamSpace, x) -> Callable[[Array], Array]:
+    """``θ (P,) ↦ apply_fn(space.unravel(θ), x)``: the model output at input ``x`` as a function of the flat parameter
+    vector of layout ``space`` (the ``obs_fn`` the full-vector filters hand to :func:`linearize`)."""
+    return lambda theta: apply_fn(space.unravel(theta), x)
 
 
 def linearize(

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 from banditkit._xla import flat_random as rng
 from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors import linalg
-from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, as_obs, check_common_hyper, linearize
+from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, as_obs, check_common_hyper, flat_obs, linearize
 
 Array = jax.Array
 
@@ -45,13 +45,8 @@ class DiagEKFState(NamedTuple):
 
 
 def diag_ekf(
-    apply_fn: ApplyFn,
-    likelihood: Likelihood = Gaussian(1.0),
-    *,
-    init_cov: float = 1.0,
-    dynamics_cov: float = 0.0,
-    forgetting: float = 1.0,
-    method: str = "variational",
+    apply_fn: ApplyFn, likelihood: Likelihood = Gaussian(1.0), *,
+    init_cov: float = 1.0, dynamics_cov: float = 0.0, forgetting: float = 1.0, method: str = "variational",
 ) -> Posterior:
     """Diagonal EKF over all parameters (see the module docstring for the equations).
 
@@ -72,9 +67,6 @@ def diag_ekf(
         mu = space.ravel(params)
         return DiagEKFState(mu, jnp.full_like(mu, 1.0 / jnp.asarray(init_cov, mu.dtype)), space)
 
-    def _obs_fn(space: ParamSpace, x):
-        return lambda t: apply_fn(space.unravel(t), x)
-
     def predict(state: DiagEKFState) -> DiagEKFState:
         dt = state.mean.dtype
         g = jnp.asarray(forgetting, dt)
@@ -84,7 +76,7 @@ def diag_ekf(
     def update(state: DiagEKFState, x, y) -> DiagEKFState:
         mu, prec = state.mean, state.prec
         y = as_obs(y, mu.dtype)
-        yhat, j, r = linearize(_obs_fn(state.space, x), mu, likelihood)
+        yhat, j, r = linearize(flat_obs(apply_fn, state.space, x), mu, likelihood)
         var = 1.0 / prec
         jv = j * var[None, :]  # (C, P) = J diag(1/υ)
         s = linalg.symmetrize(jv @ j.T + r)
@@ -101,7 +93,7 @@ def diag_ekf(
         return state._replace(mean=mu, prec=prec)
 
     def predictive(state: DiagEKFState, x) -> tuple[Array, Array]:
-        yhat, j, r = linearize(_obs_fn(state.space, x), state.mean, likelihood)
+        yhat, j, r = linearize(flat_obs(apply_fn, state.space, x), state.mean, likelihood)
         return yhat, linalg.symmetrize((j / state.prec[None, :]) @ j.T + r)
 
     def sample(key: Array, state: DiagEKFState):

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 from banditkit._xla import flat_random as rng
 from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors import linalg
-from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, as_obs, check_common_hyper, linearize
+from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, as_obs, check_common_hyper, flat_obs, linearize
 
 Array = jax.Array
 
@@ -37,12 +37,8 @@ class EKFState(NamedTuple):
 
 
 def ekf(
-    apply_fn: ApplyFn,
-    likelihood: Likelihood = Gaussian(1.0),
-    *,
-    init_cov: float = 1.0,
-    dynamics_cov: float = 0.0,
-    forgetting: float = 1.0,
+    apply_fn: ApplyFn, likelihood: Likelihood = Gaussian(1.0), *,
+    init_cov: float = 1.0, dynamics_cov: float = 0.0, forgetting: float = 1.0,
 ) -> Posterior:
     """Full-covariance EKF over all parameters (Joseph-form covariance update).
 
@@ -63,9 +59,6 @@ def ekf(
         mu = space.ravel(params)
         return EKFState(mu, jnp.asarray(init_cov, mu.dtype) * jnp.eye(mu.size, dtype=mu.dtype), space)
 
-    def _obs_fn(space: ParamSpace, x):
-        return lambda t: apply_fn(space.unravel(t), x)
-
     def predict(state: EKFState) -> EKFState:
         if static:  # γ = 1, q = 0: skip a pass over the P × P covariance
             return state
@@ -77,14 +70,14 @@ def ekf(
     def update(state: EKFState, x: Array, y: Array) -> EKFState:
         mu, sigma = state.mean, state.cov
         y = as_obs(y, mu.dtype)
-        yhat, j, r = linearize(_obs_fn(state.space, x), mu, likelihood)
+        yhat, j, r = linearize(flat_obs(apply_fn, state.space, x), mu, likelihood)
         sj = sigma @ j.T  # (P, C)
         s = j @ sj + r
         mu, sigma = linalg.dense_block_update(mu, sigma, sj, s, jnp.zeros_like(s), y - yhat)
         return state._replace(mean=mu, cov=sigma)
 
     def predictive(state: EKFState, x: Array) -> tuple[Array, Array]:
-        yhat, j, r = linearize(_obs_fn(state.space, x), state.mean, likelihood)
+        yhat, j, r = linearize(flat_obs(apply_fn, state.space, x), state.mean, likelihood)
         return yhat, linalg.symmetrize(j @ state.cov @ j.T + r)
 
     def sample(key: Array, state: EKFState):

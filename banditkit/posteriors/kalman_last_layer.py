@@ -118,21 +118,10 @@ def current_forgetting(state: KLLState) -> Array:
 
 
 def kalman_last_layer(
-    apply_fn: ApplyFn,
-    likelihood: Likelihood = Gaussian(1.0),
-    *,
-    last_layer: str = "head",
-    init_cov: float = 1.0,
-    dynamics_cov: float = 0.0,
-    forgetting: float = 1.0,
-    learn_forgetting: bool = True,
-    forgetting_lr: float = 1e-2,
-    forgetting_grad_clip: float | None = 10.0,
-    shrink_mean: bool = True,
-    link: str | None = None,
-    num_samples: int = 50,
-    seed: int = 0,
-    arms: int | None = None,
+    apply_fn: ApplyFn, likelihood: Likelihood = Gaussian(1.0), *, last_layer: str = "head",
+    init_cov: float = 1.0, dynamics_cov: float = 0.0, forgetting: float = 1.0,
+    learn_forgetting: bool = True, forgetting_lr: float = 1e-2, forgetting_grad_clip: float | None = 10.0,
+    shrink_mean: bool = True, link: str | None = None, num_samples: int = 50, seed: int = 0, arms: int | None = None,
 ) -> Posterior:
     """Kalman last layer with drift ``w ← γ w + noise`` and γ learned online (see the module docstring).
 

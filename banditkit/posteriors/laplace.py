@@ -30,7 +30,6 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from banditkit._xla import flat_random as rng
 from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors import _replay as replay
 from banditkit.posteriors import linalg
@@ -48,16 +47,9 @@ class LaplaceState(NamedTuple):
 
 
 def last_layer_laplace(
-    apply_fn: ApplyFn,
-    likelihood: Likelihood = Gaussian(1.0),
-    *,
-    last_layer: str = "head",
-    buffer_size: int = 20,
-    n_inner: int = 50,
-    learning_rate: float = 1e-4,
-    init_cov_last: float = 1.0,
-    optimizer: optax.GradientTransformation | None = None,
-    example_x: PyTree | None = None,
+    apply_fn: ApplyFn, likelihood: Likelihood = Gaussian(1.0), *, last_layer: str = "head",
+    buffer_size: int = 20, n_inner: int = 50, learning_rate: float = 1e-4, init_cov_last: float = 1.0,
+    optimizer: optax.GradientTransformation | None = None, example_x: PyTree | None = None,
 ) -> Posterior:
     """Last-layer GGN Laplace on a FIFO buffer, network trained by optax (see module docstring).
 
@@ -71,12 +63,7 @@ def last_layer_laplace(
       example_x: one model input, to shape the buffer (or pass it to ``init``).
     """
     name = "last_layer_laplace"
-    replay.check_buffer_args(name, buffer_size, None)
-    replay.check_int(name, "n_inner", n_inner, 0)
-    if not init_cov_last > 0 or not learning_rate > 0:
-        raise ValueError(f"{name}: init_cov_last and learning_rate must be > 0, got {init_cov_last!r}, "
-                         f"{learning_rate!r}")
-    opt = optax.adamw(learning_rate) if optimizer is None else optimizer
+    opt = replay.check_fit_args(name, buffer_size, n_inner, learning_rate, optimizer, init_cov_last=init_cov_last)
     default_x = example_x
 
     def _last_jac(space: ParamSpace, theta: Array, x):
@@ -120,10 +107,7 @@ def last_layer_laplace(
         return yhat, linalg.symmetrize(lj @ state.cov_last @ lj.T + r)
 
     def sample(key: Array, state: LaplaceState):
-        space = state.space
-        h, ell = space.split(space.unravel(state.params))
-        z = rng.normal(key, ell.shape, ell.dtype)
-        return space.merge(h, ell + linalg.sample_factor(state.cov_last) @ z)
+        return replay.sample_last_layer(key, state.space, state.params, linalg.sample_factor(state.cov_last))
 
     def mean(state: LaplaceState):
         return state.space.unravel(state.params)

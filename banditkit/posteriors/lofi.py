@@ -62,7 +62,7 @@ import jax.numpy as jnp
 from banditkit._xla import flat_random as rng
 from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors import dlr, linalg
-from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, as_obs, check_common_hyper, linearize
+from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, as_obs, check_common_hyper, flat_obs, linearize
 
 Array = jax.Array
 
@@ -84,16 +84,9 @@ def _is_number(v) -> bool:
 
 
 def lofi(
-    apply_fn: ApplyFn,
-    likelihood: Likelihood = Gaussian(1.0),
-    *,
-    rank: int = 10,
-    init_cov: float = 1.0,
-    dynamics_cov: float = 0.0,
-    forgetting: float = 1.0,
-    inflation: str = "bayesian",
-    inflation_factor: float = 0.0,
-    spherical: bool = False,
+    apply_fn: ApplyFn, likelihood: Likelihood = Gaussian(1.0), *,
+    rank: int = 10, init_cov: float = 1.0, dynamics_cov: float = 0.0, forgetting: float = 1.0,
+    inflation: str = "bayesian", inflation_factor: float = 0.0, spherical: bool = False,
 ) -> Posterior:
     """LoFi: EKF with a diagonal-plus-rank-``rank`` precision over all parameters (see module docstring).
 
@@ -135,9 +128,6 @@ def lofi(
             space=space,
         )
 
-    def _obs_fn(space: ParamSpace, x):
-        return lambda t: apply_fn(space.unravel(t), x)
-
     def _inflate(state: LoFiState) -> LoFiState:
         dt = state.mean.dtype
         a = jnp.asarray(inflation_factor, dt)
@@ -166,7 +156,7 @@ def lofi(
 
     def update(state: LoFiState, x, y) -> LoFiState:
         y = as_obs(y, state.mean.dtype)
-        yhat, jac, r = linearize(_obs_fn(state.space, x), state.mean, likelihood)
+        yhat, jac, r = linearize(flat_obs(apply_fn, state.space, x), state.mean, likelihood)
         if y.shape != yhat.shape:
             raise ValueError(f"lofi.update: y has shape {y.shape} but the model predicts {yhat.shape}; pass y as (C,)")
         v_r = linalg.chol_upper(linalg.symmetrize(r))  # R = VᵀV
@@ -182,7 +172,7 @@ def lofi(
         return state._replace(mean=mu, prec_diag=ups, prec_lr=w)
 
     def predictive(state: LoFiState, x) -> tuple[Array, Array]:
-        yhat, jac, r = linearize(_obs_fn(state.space, x), state.mean, likelihood)
+        yhat, jac, r = linearize(flat_obs(apply_fn, state.space, x), state.mean, likelihood)
         return yhat, linalg.symmetrize(dlr.quad(dlr.cov_root(state.prec_diag, state.prec_lr), jac) + r)
 
     def sample(key: Array, state: LoFiState):

@@ -76,16 +76,9 @@ def _state(b: BlockState, space: ParamSpace) -> LRKFState:
 
 
 def lrkf(
-    apply_fn: ApplyFn,
-    likelihood: Likelihood = Gaussian(1.0),
-    *,
-    rank: int = 20,
-    init_cov: float = 1.0,
-    dynamics_cov: float = 0.0,
-    forgetting: float = 1.0,
-    dynamics_mode: str = "carry",
-    key: Array | None = None,
-    seed: int = 0,
+    apply_fn: ApplyFn, likelihood: Likelihood = Gaussian(1.0), *,
+    rank: int = 20, init_cov: float = 1.0, dynamics_cov: float = 0.0, forgetting: float = 1.0,
+    dynamics_mode: str = "carry", key: Array | None = None, seed: int = 0,
 ) -> Posterior:
     """Low-rank Kalman filter over all parameters (see the module docstring for the equations).
 

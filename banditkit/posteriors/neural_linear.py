@@ -93,23 +93,11 @@ MIN_RETRAININGS_TO_WARN = 4  # diagnostics: fewer retrainings say too little to 
 
 
 def neural_linear(
-    apply_fn: ApplyFn,
-    likelihood: Likelihood = Gaussian(1.0),
-    *,
-    last_layer: str = "head",
-    buffer_size: int = 1024,
-    train_every: int = 100,
-    n_train_steps: int = 100,
-    optimizer: optax.GradientTransformation = optax.adam(1e-3),
-    batch_size: int | None = None,
-    a0: float = 6.0,
-    b0: float = 6.0,
-    init_cov: float = 4.0,
-    key: Array | int = 0,
-    example_x: PyTree | None = None,
-    arms: int | None = None,
-    shared_noise: bool = True,
-    divergence_ratio: float = DIVERGENCE_RATIO,
+    apply_fn: ApplyFn, likelihood: Likelihood = Gaussian(1.0), *, last_layer: str = "head",
+    buffer_size: int = 1024, train_every: int = 100, n_train_steps: int = 100,
+    optimizer: optax.GradientTransformation = optax.adam(1e-3), batch_size: int | None = None,
+    a0: float = 6.0, b0: float = 6.0, init_cov: float = 4.0, key: Array | int = 0, example_x: PyTree | None = None,
+    arms: int | None = None, shared_noise: bool = True, divergence_ratio: float = DIVERGENCE_RATIO,
 ) -> Posterior:
     """Neural-linear: NIG Bayesian linear regression on the last layer, body retrained on a FIFO buffer.
 

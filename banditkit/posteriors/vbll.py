@@ -34,7 +34,6 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from banditkit._xla import flat_random as rng
 from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors import _replay as replay
 from banditkit.posteriors import linalg
@@ -60,33 +59,18 @@ def _chol(p: dict) -> Array:
 
 
 def _vbll(
-    name: str,
-    apply_fn: ApplyFn,
-    likelihood: Likelihood,
-    *,
-    last_layer: str,
-    buffer_size: int,
-    n_inner: int,
-    learning_rate: float,
-    regularization_weight: float | None,
-    wishart_scale: float,
-    prior_scale: float,
-    dof: float,
-    init_cov_last: float,
-    optimizer: optax.GradientTransformation | None,
-    example_x: PyTree | None,
+    name: str, apply_fn: ApplyFn, likelihood: Likelihood, *, last_layer: str,
+    buffer_size: int, n_inner: int, learning_rate: float, regularization_weight: float | None,
+    wishart_scale: float, prior_scale: float, dof: float, init_cov_last: float,
+    optimizer: optax.GradientTransformation | None, example_x: PyTree | None,
 ) -> Posterior:
     if not isinstance(likelihood, Gaussian):
         raise ValueError(f"{name}: the VBLL head here is the regression head; pass likelihood=Gaussian(obs_noise) "
                          f"(got {type(likelihood).__name__}).")
-    replay.check_buffer_args(name, buffer_size, None)
-    replay.check_int(name, "n_inner", n_inner, 0)
-    for k, v in dict(prior_scale=prior_scale, init_cov_last=init_cov_last, learning_rate=learning_rate).items():
-        if not v > 0:
-            raise ValueError(f"{name}: {k} must be > 0, got {v!r}")
+    opt = replay.check_fit_args(name, buffer_size, n_inner, learning_rate, optimizer, prior_scale=prior_scale,
+                                init_cov_last=init_cov_last)
     if regularization_weight is not None and regularization_weight < 0:
         raise ValueError(f"{name}: regularization_weight must be >= 0 or None (= 1/n), got {regularization_weight!r}")
-    opt = optax.adamw(learning_rate) if optimizer is None else optimizer
     default_x = example_x
 
     def init(params, example_x: PyTree | None = None) -> VBLLState:
@@ -140,10 +124,7 @@ def _vbll(
         return f, linalg.symmetrize(a @ a.T) + jnp.diag(jnp.exp(2.0 * p["noise_logdiag"]))
 
     def sample(key: Array, state: VBLLState):
-        p, space = state.params, state.space
-        h, ell = space.split(space.unravel(p["theta"]))
-        z = rng.normal(key, ell.shape, ell.dtype)
-        return space.merge(h, ell + _chol(p) @ z)
+        return replay.sample_last_layer(key, state.space, state.params["theta"], _chol(state.params))
 
     def mean(state: VBLLState):
         return state.space.unravel(state.params["theta"])
@@ -157,20 +138,10 @@ def _vbll(
 
 
 def vbll(
-    apply_fn: ApplyFn,
-    likelihood: Likelihood = Gaussian(1.0),
-    *,
-    last_layer: str = "head",
-    buffer_size: int = 1000,
-    n_inner: int = 100,
-    learning_rate: float = 1e-4,
-    regularization_weight: float | None = None,
-    wishart_scale: float = 0.01,
-    prior_scale: float = 1.0,
-    dof: float = 1.0,
-    init_cov_last: float = 1.0,
-    optimizer: optax.GradientTransformation | None = None,
-    example_x: PyTree | None = None,
+    apply_fn: ApplyFn, likelihood: Likelihood = Gaussian(1.0), *, last_layer: str = "head",
+    buffer_size: int = 1000, n_inner: int = 100, learning_rate: float = 1e-4,
+    regularization_weight: float | None = None, wishart_scale: float = 0.01, prior_scale: float = 1.0, dof: float = 1.0,
+    init_cov_last: float = 1.0, optimizer: optax.GradientTransformation | None = None, example_x: PyTree | None = None,
 ) -> Posterior:
     """VBLL, replay ("full data") version: every update retrains on a large FIFO buffer (see module docstring).
 
@@ -196,19 +167,10 @@ def vbll(
 
 
 def online_vbll(
-    apply_fn: ApplyFn,
-    likelihood: Likelihood = Gaussian(1.0),
-    *,
-    last_layer: str = "head",
-    buffer_size: int = 20,
-    n_inner: int = 50,
-    learning_rate: float = 1e-4,
-    wishart_scale: float = 0.01,
-    prior_scale: float = 1.0,
-    dof: float = 1.0,
-    init_cov_last: float = 1.0,
-    optimizer: optax.GradientTransformation | None = None,
-    example_x: PyTree | None = None,
+    apply_fn: ApplyFn, likelihood: Likelihood = Gaussian(1.0), *, last_layer: str = "head",
+    buffer_size: int = 20, n_inner: int = 50, learning_rate: float = 1e-4,
+    wishart_scale: float = 0.01, prior_scale: float = 1.0, dof: float = 1.0, init_cov_last: float = 1.0,
+    optimizer: optax.GradientTransformation | None = None, example_x: PyTree | None = None,
 ) -> Posterior:
     """OnVBLL (seed 003 App. E.4): VBLL on a small FIFO buffer with **no regulariser** (λ = 0).
 

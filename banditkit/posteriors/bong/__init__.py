@@ -86,7 +86,7 @@ import jax.numpy as jnp
 
 from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors import linalg
-from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, as_obs, check_common_hyper, linearize
+from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, as_obs, check_common_hyper, flat_obs, linearize
 from banditkit.posteriors.bong._core import Est, Family
 from banditkit.posteriors.bong._diag import BongDiagState, diag_family
 from banditkit.posteriors.bong._dlr import BongDLRState, dlr_family
@@ -191,9 +191,6 @@ def bong(
     identity = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (forgetting, dynamics_cov)) and (
         forgetting == 1 and dynamics_cov == 0)
 
-    def _obs_fn(space: ParamSpace, x):
-        return lambda t: apply_fn(space.unravel(t), x)
-
     def init(params, example_x=None):
         space = ParamSpace.of(params)
         return fam.init(space.ravel(params), jax.random.PRNGKey(seed), space)
@@ -206,7 +203,7 @@ def bong(
 
     def update(state, x, y):
         y = as_obs(y, state.mean.dtype)
-        obs = _obs_fn(state.space, x)
+        obs = flat_obs(apply_fn, state.space, x)
         key, sub = jax.random.split(state.key)
         if step is None:
             return fam.bong(state, estimate(sub, state, obs, y))._replace(key=key)
@@ -220,7 +217,7 @@ def bong(
         return new._replace(key=key)
 
     def predictive(state, x):
-        yhat, h, r = linearize(_obs_fn(state.space, x), state.mean, likelihood)
+        yhat, h, r = linearize(flat_obs(apply_fn, state.space, x), state.mean, likelihood)
         return yhat, linalg.symmetrize(fam.quad(state, h) + r)
 
     def sample(key, state):
