@@ -133,6 +133,16 @@ def seeds_text(args: argparse.Namespace) -> str:
     return describe_seeds(seed_list(args))
 
 
+def names(text: str, allowed, what: str) -> list[str]:
+    """The names of the comma list ``text`` (the option ``--what``), each one of ``allowed``; an unknown name or an
+    empty list raises ``SystemExit`` with the choices."""
+    chosen = [n.strip() for n in text.split(",") if n.strip()]
+    bad = [n for n in chosen if n not in allowed]
+    if bad or not chosen:
+        raise SystemExit(f"--{what}: unknown or no {what} {bad or text!r}; choose from {list(allowed)}")
+    return chosen
+
+
 def select(agents: dict, subset: str) -> dict:
     """The agents named in ``subset`` (comma list; empty = all but the opt-in ones, factories marked ``opt_in``:
     variants and diagnostics that run only when named); unknown names raise ``SystemExit``."""

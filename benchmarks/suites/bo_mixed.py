@@ -345,14 +345,8 @@ def main(argv: list[str] | None = None) -> int:
     options.add_blas_threads(p)
     args = p.parse_args(argv)
     options.apply_blas_threads(args.blas_threads)
-    tasks = [t for t in args.tasks.split(",") if t]
-    methods = [m for m in args.methods.split(",") if m]
-    for t in tasks:
-        if t not in TASKS:
-            raise SystemExit(f"unknown task {t!r}; choose from {TASKS}")
-    for m in methods:
-        if m not in METHODS:
-            raise SystemExit(f"unknown method {m!r}; choose from {METHODS}")
+    tasks = options.names(args.tasks, TASKS, "tasks")
+    methods = options.names(args.methods, METHODS, "methods")
     os.makedirs(args.out, exist_ok=True)
     command = provenance.command_line()
     not_run = {m: r for m, r in unavailable().items() if m in methods}

@@ -274,13 +274,6 @@ def report(out: str, command: str) -> None:
 
 
 # ----------------------------------------------------------------------------------------------------------- main
-def _names(text: str, allowed: list[str], what: str) -> list[str]:
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    bad = [n for n in names if n not in allowed]
-    if bad or not names:
-        raise SystemExit(f"--{what}: unknown or empty {bad or text!r}; choose from {allowed}")
-    return names
-
 
 def _workers(text: str) -> list[int]:
     try:
@@ -322,8 +315,8 @@ def main(argv: list[str] | None = None) -> int:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    tasks = _names(args.tasks, TASKS, "tasks")
-    samplers = _names(args.samplers, SAMPLERS, "samplers")
+    tasks = options.names(args.tasks, TASKS, "tasks")
+    samplers = options.names(args.samplers, SAMPLERS, "samplers")
     workers = _workers(args.workers)
     if args.seeds < 1 or args.startup < 1 or args.budget <= args.startup or args.eval_seconds < 0:
         raise SystemExit(f"need --seeds >= 1, --startup >= 1, --budget > --startup and --eval-seconds >= 0; got "

@@ -196,13 +196,6 @@ def _data_note(per_seed: pd.DataFrame) -> str:
     return f"Synthetic environments: {', '.join(synthetic)}; the others run on real data (column `data`)."
 
 
-def _names(text: str, allowed, what: str) -> list[str]:
-    names = [e.strip() for e in text.split(",") if e.strip()]
-    unknown = [e for e in names if e not in allowed]
-    if unknown or not names:
-        raise SystemExit(f"unknown or no {what} {unknown or text!r}; choose from {list(allowed)}")
-    return names
-
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -217,8 +210,8 @@ def main(argv: list[str] | None = None) -> None:
     options.add_blas_threads(p)
     args = p.parse_args(argv)
     options.apply_blas_threads(args.blas_threads)
-    envs = _names(args.envs, ENVS, "envs")
-    agents = _names(args.agents, AGENTS, "agents")
+    envs = options.names(args.envs, ENVS, "envs")
+    agents = options.names(args.agents, AGENTS, "agents")
     for flag in ("seeds", "log_rounds", "online_rounds"):
         if getattr(args, flag) < 1:
             raise SystemExit(f"--{flag.replace('_', '-')} must be >= 1, got {getattr(args, flag)}")

@@ -160,13 +160,6 @@ def render(rows: pd.DataFrame, out: str, tag: str) -> None:
         fh.write("\n".join(lines).rstrip() + "\n")
 
 
-def _names(value: str, allowed, what: str) -> list[str]:
-    names = [v.strip() for v in value.split(",") if v.strip()]
-    bad = [v for v in names if v not in allowed]
-    if bad or not names:
-        raise SystemExit(f"--{what}: unknown {bad or value!r}; choose from {', '.join(allowed)}")
-    return names
-
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -183,9 +176,9 @@ def main(argv=None) -> None:
     csv = options.start_csv_study(args, render)
     if csv is None:
         return
-    args.envs = _names(args.envs, ENVS, "envs")
-    args.filters = _names(args.filters, FILTERS, "filters")
-    args.variants = _names(args.variants, VARIANTS, "variants")
+    args.envs = options.names(args.envs, ENVS, "envs")
+    args.filters = options.names(args.filters, FILTERS, "filters")
+    args.variants = options.names(args.variants, VARIANTS, "variants")
     if args.steps < 1 or args.seeds < 1:
         raise SystemExit(f"--steps and --seeds must be positive, got {args.steps} and {args.seeds}")
     os.makedirs(args.out, exist_ok=True)
