@@ -174,3 +174,11 @@ def test_cli_space_file_and_objective(tmp_path, monkeypatch, capsys):
     (tmp_path / "bad.json").write_text('{"lr": {"type": "float", "low": 0, "high": 1, "log": true}}')
     assert main(["bo", "--space", "bad.json", "--objective", "myobjective:score", "--out", "bad"]) != 0
     assert "log scale needs lo > 0" in capsys.readouterr().err and not (tmp_path / "bad").exists()
+
+
+def test_repeats_is_the_min_distance_rule_in_the_unit_cube():
+    """``repeats`` answers with ``ask``'s rule: max-norm distance in the unit cube at most ``min_distance``."""
+    opt = BayesOpt(space={"x": Float(0.0, 10.0), "k": Categorical(["a", "b"])}, min_distance=0.01)
+    assert opt.repeats({"x": 5.0, "k": "a"}, [{"x": 5.09, "k": "a"}])  # 0.009 in the cube
+    assert not opt.repeats({"x": 5.0, "k": "a"}, [{"x": 5.2, "k": "a"}, {"x": 5.0, "k": "b"}])
+    assert not opt.repeats({"x": 5.0, "k": "a"}, [])

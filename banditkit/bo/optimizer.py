@@ -368,6 +368,13 @@ class BayesOpt:
         cols["source"] = list(self._source)
         return pd.DataFrame(cols)
 
+    def repeats(self, x, others) -> bool:
+        """Whether the point ``x`` is within ``min_distance`` (max-norm in the unit cube) of one of the points
+        ``others`` (the user's form, as :meth:`ask` returns them) — the rule :meth:`ask` applies to evaluated and
+        pending points."""
+        taken = self._internal(others) if len(others) else np.zeros((0, self.dim))
+        return bool(taken.shape[0]) and _near(taken, self._internal(x)[0], self._config["min_distance"])
+
     def save(self, path: str | os.PathLike) -> None:
         """Write the complete optimiser state to ``path`` atomically (:mod:`banditkit.checkpoint`: ``.npz`` arrays
         + JSON header, no pickled code).  :meth:`load` resumes exactly: the next ``ask`` is the same."""

@@ -213,7 +213,6 @@ class BanditkitSampler(BaseSampler):
         with self._lock:
             memo = self._memo(study, space, direction, complete)
             self._catch_up(memo, complete)
-            tol = memo.opt._config["min_distance"]
             for attempt in range(PUBLISH_ROUNDS):
                 if attempt:  # trials completed since the first read are evaluations now, not pending points
                     self._catch_up(memo, [t for t in trials if t.state == TrialState.COMPLETE])
@@ -227,9 +226,7 @@ class BanditkitSampler(BaseSampler):
                 trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
                 others = self._others(memo.space, trials, trial.number, states=(TrialState.COMPLETE,
                                                                                TrialState.RUNNING))
-                mine = memo.space.encode(point)
-                if not others or not bool(np.any(np.max(np.abs(memo.space.encode(others) - mine), axis=1)
-                                                 <= max(tol, 1e-9))):
+                if not memo.opt.repeats(point, others):
                     return point
             _logger.warning(f"BanditkitSampler: trial {trial.number} still repeats another worker's point after "
                             f"{PUBLISH_ROUNDS} asks; evaluating it anyway")
