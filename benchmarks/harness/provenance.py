@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import platform
 import sys
+from collections.abc import Sequence
 
 import pandas as pd
 
@@ -117,16 +118,32 @@ def code_commit() -> str:
     return commit + (" plus uncommitted changes" if changed else "")
 
 
-def machine(load: bool = True) -> str:
+def package_versions(packages: Sequence[str]) -> str:
+    """``", optuna 4.9.0, botorch 0.18.1"``: the installed version of each named distribution (the peers a suite
+    races, whose results change between releases); ``"not installed"`` for one that is missing."""
+    from importlib import metadata
+
+    parts = []
+    for name in packages:
+        try:
+            parts.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            parts.append(f"{name} not installed")
+    return "".join(f", {p}" for p in parts)
+
+
+def machine(load: bool = True, packages: Sequence[str] = ()) -> str:
     """One line naming the machine and software a result came from; ``load=False`` leaves out the load average
-    (for callers that record it apart, per run)."""
+    (for callers that record it apart, per run); ``packages``: distributions whose versions the line also names
+    (:func:`package_versions`)."""
     import jax
 
     avg = load_average() if load else None
     load_txt = f", load average at the end {avg:.1f}" if avg is not None else ""
     return (f"{platform.machine()} CPU{cpu_note()}, {os.cpu_count()} cores shared with other users{cores_note()}"
             f"{load_txt}; "
-            f"python {platform.python_version()}, jax {jax.__version__} ({jax.default_backend()}), {blas_note()}"
+            f"python {platform.python_version()}, jax {jax.__version__} ({jax.default_backend()})"
+            f"{package_versions(packages)}, {blas_note()}"
             f"{commit_note()}")
 
 
@@ -140,7 +157,7 @@ def csv_provenance(rows: pd.DataFrame, unit: str = "runs") -> list[str]:
     return lines
 
 
-def row_provenance() -> dict:
-    """``command``, ``machine`` (no load) and ``load``: the columns a CSV study's row carries for
-    :func:`csv_provenance`."""
-    return dict(command=command_line(), machine=machine(load=False), load=load_average())
+def row_provenance(packages: Sequence[str] = ()) -> dict:
+    """``command``, ``machine`` (no load; naming the versions of ``packages``) and ``load``: the columns a CSV study's
+    row carries for :func:`csv_provenance`."""
+    return dict(command=command_line(), machine=machine(load=False, packages=packages), load=load_average())

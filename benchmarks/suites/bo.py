@@ -870,6 +870,8 @@ def main(argv: list[str] | None = None) -> None:
         ns = [int(n) for n in args.time_n.split(",") if n.strip()]
         tm = [m for m in args.time_methods.split(",") if m and m not in not_run]
         time_vs_n(tm, ns, args.out, clock, cfg)
+    # the machine line names Optuna's version: its TPE rows differ between releases (4.9 and 5.0 on Branin)
+    machine = provenance.machine(load=False, packages=("optuna",))
     append_csv(os.path.join(args.out, "bo_machine.csv"),
-               pd.DataFrame([dict(machine=provenance.machine(load=False), load_average=provenance.load_average())]))
+               pd.DataFrame([dict(machine=machine, load_average=provenance.load_average())]))
     report(args.out, command, not_run, ckpt_dir)

@@ -43,6 +43,8 @@ from benchmarks.harness import options, provenance
 from benchmarks.harness.options import RESULTS
 from benchmarks.harness.tables import append_csv, se
 
+#: the peers' distributions, whose versions each run's machine line names (their samplers change between releases)
+PEER_PACKAGES = ("optuna", "optuna-integration", "botorch", "scikit-learn")
 METHODS = ["bk_hilofi_ts", "bk_gp_ei", "tpe", "gpsampler", "botorch", "random"]
 TASKS = ["hgb_adult", "ackley_mixed", "hartmann_mixed"]
 N_STARTUP = 10
@@ -258,7 +260,8 @@ def one_run(task: Task, name: str, method: str, seed: int, budget: int) -> tuple
                final_regret=float(best[-1] - opt) if opt is not None else np.nan,
                best_params=repr(study.best_params), s_per_trial=float(np.mean(suggest_s)),
                s_per_bo_trial=float(np.mean(suggest_s[N_STARTUP:])) if budget > N_STARTUP else np.nan,
-               median_s_per_trial=float(np.median(suggest_s)), wall_s=wall, **provenance.row_provenance())
+               median_s_per_trial=float(np.median(suggest_s)), wall_s=wall,
+               **provenance.row_provenance(PEER_PACKAGES))
     return row, iters
 
 
