@@ -31,6 +31,15 @@ Usage::
     python -m benchmarks speed --configs lenet --backends hilofi,lrkf --lenet-ranks 10,20,50,100
     python -m benchmarks speed --backends lrkf,lrkf-adaptive_noise --tag speed_adaptive_noise  # learned noise
 
+``--windows W`` times every backend of a configuration in ``W`` windows interleaved across the backends (b1, b2, ...,
+b1, b2, ...), each row the median over its windows, so that a slow spell of the machine hits every backend alike.
+``--reference-dir DIR`` adds the HiLoFi authors' own HiLoFi and LRKF from a user's checkout of their repository
+(``authors_hilofi``, ``authors_lrkf``; :mod:`benchmarks.peers.authors_lrlli`) to those windows, and the table ends
+with their step time over banditkit's on the same model, floor and windows::
+
+    python -m benchmarks speed --configs lenet --backends hilofi,lrkf --reference-dir ~/low-rank-last-layer-inference \
+        --windows 8 --tag speed_authors
+
 A backend name ending in ``-adaptive_noise`` times that backend wrapped by ``bk.posteriors.adaptive_noise`` (the
 observation variance learned online).  Writes ``speed.csv`` (one row per backend × configuration; ``--tag`` renames
 the three files), ``speed.md`` (the table, with the machine and the protocol) and ``speed.png`` (time vs P at
@@ -56,6 +65,7 @@ import banditkit.runtime
 from banditkit.likelihoods import Gaussian
 from banditkit.models.nets import MLP, LeNet5
 from benchmarks.harness import options, plots, provenance
+from benchmarks.peers import authors_lrlli
 
 DEFAULT_BACKENDS = [
     "hilofi", "hilofi_q1e-6", "lolofi", "lrkf", "lofi", "diag_ekf", "subspace_ekf", "kalman_last_layer", "replay_sgd",
@@ -65,7 +75,8 @@ DEFAULT_BACKENDS = [
 # the DLR family (``bong_dlr`` is LoFi's update; ``blr_dlr`` truncates 2R + C columns) and the diagonal family
 BONG_CELLS = {"bong_dlr": dict(rule="bong", family="dlr"), "blr_dlr": dict(rule="blr", family="dlr"),
               "bong_diag": dict(rule="bong", family="diag"), "blr_diag": dict(rule="blr", family="diag")}
-RANKED = {"hilofi", "hilofi_q1e-6", "lolofi", "lrkf", "lofi", "subspace_ekf", "bong", "bong_dlr", "blr_dlr"}
+RANKED = {"hilofi", "hilofi_q1e-6", "lolofi", "lrkf", "lofi", "subspace_ekf", "bong", "bong_dlr", "blr_dlr",
+          *authors_lrlli.NAMES}
 # ``hilofi_qQ``: HiLoFi with dynamics_cov = Q on both blocks (the paper's MNIST agent: 1e-6); with q_ℓ > 0 its
 # default last_cov="auto" keeps the last layer as a dense covariance (O(D_ℓ²) time update), unlike q = 0's square root
 MLP_SIZES = {"mlp10k": (96, 96), "mlp100k": (310, 310), "mlp300k": (540, 540), "mlp1m": (1000, 1000)}
@@ -203,6 +214,52 @@ def time_backend(post, params, din: int, warmup: int, steps: int, seed: int = 0,
                 step_min_ms=1e3 * ts.min(), other_cores_step=m.other_cores, finite=finite)  # fmt: skip
 
 
+def _time_window(b: str, model, params, rank: int, x0, num_params: int, din: int, floor: Floor, args) -> dict:
+    """One timing window of backend ``b``: wait for quiet, the floor, then its step (fresh and donated state)."""
+    row: dict = {}
+    try:
+        if b in authors_lrlli.NAMES:
+            post = authors_lrlli.make(b, args.reference_dir, model.apply, params, rank)
+        else:
+            post = make_backend(b, model, params, rank, x0, num_params)
+        row["other_cores_idle_wait"] = wait_idle(args.idle_wait)
+        with LoadMeter() as fm:
+            g, peak = floor.measure()
+        row.update(grad_ms=1e3 * g, gemm_gflops=peak / 1e9, other_cores_floor=fm.other_cores)
+        row["floor_window_ms"] = 1e3 * (g + 2 * num_params * (rank + 1) ** 2 / peak)
+        row.update(time_backend(post, params, din, args.warmup, args.steps, donate=False))
+        if b not in authors_lrlli.NAMES:  # their filters are timed as the anchor did, on a fresh state per step
+            row["donated_ms"] = time_backend(post, params, din, args.warmup, args.steps, donate=True)["step_ms"]
+        row["note"] = "" if row["finite"] else "state not finite after the timed steps"
+    except Exception as e:  # noqa: BLE001 - one backend failing must not stop the benchmark
+        row["note"] = f"error: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
+        if args.verbose:
+            traceback.print_exc()
+    return row
+
+
+def _merge_windows(ws: list[dict]) -> dict:
+    """One row from a backend's windows: the median of each timing over the windows that ran, the largest
+    ``other_cores``, the first compile time, every floor reading (for the configuration's median floor), and
+    ``windows`` = how many ran; the first error's note when none ran."""
+    ok = [w for w in ws if "step_ms" in w]
+    if not ok:
+        return dict(note=ws[0].get("note", "")) if ws else {}
+    out = dict(ok[0])
+    for k in ("step_ms", "step_p10_ms", "step_min_ms", "donated_ms", "grad_ms", "gemm_gflops", "floor_window_ms"):
+        vals = [w[k] for w in ok if k in w]
+        if vals:
+            out[k] = float(np.median(vals))
+    for k in ("other_cores_step", "other_cores_floor", "other_cores_idle_wait"):
+        vals = [w[k] for w in ok if w.get(k) is not None]
+        out[k] = max(vals) if vals else None
+    out["finite"] = all(w["finite"] for w in ok)
+    out["note"] = "" if out["finite"] else "state not finite after the timed steps"
+    out["windows"] = len(ok)
+    out["_grads"], out["_peaks"] = [w["grad_ms"] for w in ok], [w["gemm_gflops"] for w in ok]
+    return out
+
+
 # -------------------------------------------------------------------------------------------------------- run
 def run(args, on_config=None) -> list[dict]:
     configs = []
@@ -223,7 +280,7 @@ def run(args, on_config=None) -> list[dict]:
         for b in backends:
             row = dict(config=cname, params=num_params, rank=rank, backend=b)
             base = bk.posteriors.split_suffix(b)[0]
-            if base.split("_q")[0] not in have and base not in BONG_CELLS:
+            if base.split("_q")[0] not in have and base not in BONG_CELLS and base not in authors_lrlli.NAMES:
                 continue
             if base not in RANKED and not first_rank:
                 continue  # rank-independent: timed once per model
@@ -231,26 +288,20 @@ def run(args, on_config=None) -> list[dict]:
                 row["note"] = f"skipped: P > {args.ekf_max_params} (P×P covariance)"
                 rows.append(row)
                 continue
-            try:
-                post = make_backend(b, model, params, rank, x0, num_params)
-                row["other_cores_idle_wait"] = wait_idle(args.idle_wait)
-                with LoadMeter() as fm:
-                    g, peak = floor.measure()
-                row.update(grad_ms=1e3 * g, gemm_gflops=peak / 1e9, other_cores_floor=fm.other_cores)
-                row["floor_window_ms"] = 1e3 * (g + 2 * num_params * (rank + 1) ** 2 / peak)
-                row.update(time_backend(post, params, din, args.warmup, args.steps, donate=False))
-                row["donated_ms"] = time_backend(post, params, din, args.warmup, args.steps, donate=True)["step_ms"]
-                row["note"] = "" if row["finite"] else "state not finite after the timed steps"
-            except Exception as e:  # noqa: BLE001 - one backend failing must not stop the benchmark
-                row["note"] = f"error: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
-                if args.verbose:
-                    traceback.print_exc()
-            print(_fmt_row(row), flush=True)
             config_rows.append(row)
+        # --windows W: the backends' windows interleaved (b1, b2, ..., b1, b2, ...), each row the median over its W
+        windows: dict[str, list[dict]] = {r["backend"]: [] for r in config_rows}
+        for _ in range(args.windows):
+            for row in config_rows:
+                windows[row["backend"]].append(_time_window(row["backend"], model, params, rank, x0, num_params, din,
+                                                            floor, args))
+        for row in config_rows:
+            row.update(_merge_windows(windows[row["backend"]]))
+            print(_fmt_row(row), flush=True)
             rows.append(row)
         # ratio against the median floor of this configuration
-        gs = [r["grad_ms"] for r in config_rows if "grad_ms" in r]
-        ps = [r["gemm_gflops"] for r in config_rows if "gemm_gflops" in r]
+        gs = [g for r in config_rows for g in r.pop("_grads", [])]
+        ps = [p for r in config_rows for p in r.pop("_peaks", [])]
         if gs:
             g_med, p_med = float(np.median(gs)), float(np.median(ps))
             floor_ms = g_med + 1e3 * 2 * num_params * (rank + 1) ** 2 / (p_med * 1e9)
@@ -275,8 +326,11 @@ def _fmt_row(r: dict) -> str:
 COLUMNS = [
     "config", "params", "rank", "backend", "step_ms", "step_p10_ms", "step_min_ms", "donated_ms", "compile_s",
     "floor_ms", "ratio", "ratio_p10", "grad_ms", "gemm_gflops", "floor_window_ms", "grad_med_ms", "gemm_med_gflops",
-    "other_cores_step", "other_cores_floor", "other_cores_idle_wait", "finite", "note",
+    "other_cores_step", "other_cores_floor", "other_cores_idle_wait", "finite", "windows", "note",
 ]  # fmt: skip
+#: the authors' filter and banditkit's backend it is compared with, in the same windows
+SAME_RUN = {"authors_hilofi": "hilofi", "authors_lrkf": "lrkf"}
+_LABEL = {"hilofi": "HiLoFi", "lrkf": "LRKF"}
 
 
 def write_outputs(rows: list[dict], out: str, args) -> None:
@@ -299,7 +353,9 @@ def write_outputs(rows: list[dict], out: str, args) -> None:
         + provenance.commit_note()
         + "; float32; one observation per step, scalar Gaussian output (R = 0.1); a new state buffer per step "
         + "(`donated ms`: the state donated to the step, updated in place as in the runner)"
-        + f". {args.warmup} warm-up + {args.steps} timed steps per backend; compile time separate. "
+        + f". {args.warmup} warm-up + {args.steps} timed steps per backend and window, "
+        + f"{getattr(args, 'windows', 1)} window(s) per backend interleaved across the backends (each row: the median "
+        + "over its windows); compile time separate. "
         + f"Allocator: {getattr(args, 'malloc', 'glibc defaults')}; {provenance.blas_note()}.",
         "",
         f"Command: `{provenance.suite_command('speed', args.argv)}`",
@@ -326,9 +382,27 @@ def write_outputs(rows: list[dict], out: str, args) -> None:
             f"{f(r['ratio'], '.2f')} | {f(r['ratio_p10'], '.2f')} | {f(r['other_cores_step'], '.2f')} | "
             f"{'' if not isinstance(r['note'], str) else r['note']} |"
         )
+    lines += same_run_lines(df)
     with open(os.path.join(out, f"{args.tag}.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
     _plot(df, os.path.join(out, f"{args.tag}.png"))
+
+
+def same_run_lines(df) -> list[str]:
+    """Markdown lines: per configuration, how many times slower the authors' filter was than banditkit's backend
+    timed in the same interleaved windows (``authors ms / banditkit ms``); none when no authors' row ran."""
+    out = []
+    for (cname, rank), g in df.groupby(["config", "rank"], sort=False):
+        by = {r["backend"]: r for r in g.to_dict("records")}
+        for theirs, ours in SAME_RUN.items():
+            a, b = by.get(theirs, {}).get("step_ms"), by.get(ours, {}).get("step_ms")
+            if a is None or b is None or not (np.isfinite(a) and np.isfinite(b)):
+                continue
+            out.append(f"- {cname}, rank {rank}, {_LABEL[ours]}: the authors' {a:.2f} ms, banditkit's {b:.2f} ms per "
+                       f"step; authors / banditkit = {a / b:.2f}")
+    if out:
+        out = ["", "**Same run, the authors' code (`--reference-dir`) against banditkit's:**", "", *out]
+    return out
 
 
 def _plot(df, path: str) -> None:
@@ -384,6 +458,13 @@ def main(argv=None) -> None:
     ap.add_argument("--floor-reps", type=int, default=30)
     ap.add_argument("--idle-wait", type=float, default=3.0, help="max seconds to wait for an idle machine")
     ap.add_argument("--ekf-max-params", type=int, default=3000)
+    ap.add_argument("--windows", type=int, default=1,
+                    help="timing windows per backend, interleaved across the backends of a configuration (b1, b2, "
+                         "..., b1, b2, ...); each row reports the median over its windows")
+    ap.add_argument("--reference-dir", default=None,
+                    help="a checkout of the HiLoFi authors' code (gerdm/low-rank-last-layer-inference): adds their "
+                         "HiLoFi and LRKF (authors_hilofi, authors_lrkf) to the rank-based configurations, timed in "
+                         "the same windows (benchmarks/peers/authors_lrlli.py)")
     ap.add_argument("--quick", action="store_true", help="5 warm-up + 10 timed steps; LeNet, 10k and 100k MLPs")
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--tag", default="speed", help="output names: TAG.csv, TAG.md, TAG.png (default speed)")
@@ -403,6 +484,15 @@ def main(argv=None) -> None:
         args.warmup, args.steps, args.floor_reps, args.idle_wait = 5, 10, 10, 0.5
         if args.configs == ap.get_default("configs"):
             args.configs = "lenet,mlp10k,mlp100k"
+    if args.windows < 1:
+        ap.error(f"--windows must be >= 1, got {args.windows}")
+    if args.reference_dir is not None:
+        try:
+            authors_lrlli._modules(args.reference_dir)  # a wrong folder or a missing dependency fails here, not later
+        except (FileNotFoundError, ImportError) as e:
+            ap.error(str(e))
+        extra = [n for n in authors_lrlli.NAMES if n not in args.backends.split(",")]
+        args.backends = ",".join([*args.backends.split(","), *extra])
     rows = run(args, on_config=lambda rows: write_outputs(rows, args.out, args))
     write_outputs(rows, args.out, args)
     print(f"wrote {args.out}/{args.tag}.csv, {args.tag}.md, {args.tag}.png")
