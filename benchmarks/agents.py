@@ -359,6 +359,14 @@ def seed003_agents(*, rank: int = 50, rank_last: int = 100, q: float = 1e-6, cov
         out["replay_sgd_eps"] = agent_factory("replay_sgd-eps_greedy", dict(buffer_size=1, n_inner=5,
                                                                      optimizer=optax.adamw(1e-4)),
                                        policy_kwargs=dict(epsilon=0.05), **m)
+    # Opt-in: the agents exactly as a user gets them, ``make_agent(spec, env)`` with nothing set (the env's own
+    # model, make_agent's ranks and priors, the observation variance read from the env: agents.scales) — issue 55's
+    # MNIST targets are about these, not about the protocol's agents above
+    if model is None:
+        for name, spec in (("hilofi_ts_default", "hilofi-thompson"), ("lofi_ts_default", "lofi-thompson"),
+                           ("lrkf_ts_default", "lrkf-thompson"), ("linear_ts_default", "linear-thompson")):
+            out[name] = agent_factory(spec, None, protocol_noise=False)
+            out[name].opt_in = True
     return out
 
 
