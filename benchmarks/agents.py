@@ -185,7 +185,47 @@ def seed002_agents(*, num_actions: int, warmup_per_arm: int, dim: int = 470, sgd
         agents[name].opt_in = True
     for f in diag.values():
         f.opt_in = True
+    for name, f in subspace_warmup_variants(num_actions, model=model).items():  # opt-in: studies/subspace_bandit_warmup
+        f.opt_in = True
+        agents[name] = f
     return agents | diag
+
+
+#: the variants of studies/subspace_bandit_warmup, each one change from make_agent("subspace_ekf-thompson")
+SUBSPACE_WARMUP_VARIANTS = ("sub_default", "sub_tau20", "sub_tau50", "sub_adam", "sub_clip1", "sub_rnd")
+
+
+def subspace_warmup_variants(num_actions: int, *, model=None) -> dict[str, Callable]:
+    """``make_agent("subspace_ekf-thompson")`` as a user gets it and its bandit-feedback warm-up variants (issue 55,
+    ``benchmarks/studies/subspace_bandit_warmup``).  Every variant reads only the pulled arms' rewards and keeps
+    make_agent's observation variance (read from the env), ``d = 20``, ``Σ_z = I`` and Thompson sampling; each changes
+    one thing of the default (τ = 10·K round-robin rounds, 500 full-batch steps of ``sgd(0.05, momentum 0.9)``,
+    every 2nd iterate kept, ``A`` = the SVD of the iterates, ``θ*`` = the last iterate):
+
+    * ``sub_default``: nothing set;
+    * ``sub_tau20`` / ``sub_tau50``: τ = 20·K / 50·K warm-up rounds;
+    * ``sub_adam``: ``adam(1e-3)`` on the gradient clipped to global norm 1 (``sgd=dict(optimizer=..., clip_norm=1)``);
+    * ``sub_clip1``: the default SGD on the gradient clipped to global norm 1;
+    * ``sub_rnd``: a random orthonormal basis through the same ``θ*`` (``fit_basis="random"``).
+
+    ``model`` overrides the env's default network (the mnist suite passes ``LeNet5(out=10)``, the env's own default).
+    """
+    import optax
+
+    k = int(num_actions)
+    m = {} if model is None else dict(model=model)
+
+    def make(post=None, **kw):
+        return agent_factory("subspace_ekf-thompson", post, protocol_noise=False, **kw, **m)
+
+    return {
+        "sub_default": make(),
+        "sub_tau20": make(warmup_steps=20 * k),
+        "sub_tau50": make(warmup_steps=50 * k),
+        "sub_adam": make(dict(sgd=dict(optimizer=optax.adam(1e-3), clip_norm=1.0))),
+        "sub_clip1": make(dict(sgd=dict(clip_norm=1.0))),
+        "sub_rnd": make(dict(fit_basis="random")),
+    }
 
 
 class SigmoidFixedNoise(NamedTuple):

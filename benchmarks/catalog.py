@@ -126,6 +126,12 @@ STUDIES = [
           "empirical Bayes (linearised network, 256 uniform-random rounds) on Shuttle / Adult / Mushroom / MovieLens "
           "/ Wheel (5000 x 5) and Fashion-MNIST (2000 x 2), paired over seeds",
           "studies/prior_scale/results/prior_scale.md, prior_scale.csv, prior_scale_priors.csv"),
+    Entry("subspace_bandit_warmup", "benchmarks.studies.subspace_bandit_warmup",
+          "issue 55: the subspace EKF's warm-up from bandit feedback only — make_agent's default against one-change "
+          "variants (warm-up length 20K / 50K, clipped SGD, clipped Adam, random basis) on MNIST (seed 002 protocol, "
+          "LeNet5, 5000 x 5) and Fashion-MNIST (2000 x 3), with an adoption rule stated in advance",
+          "studies/subspace_bandit_warmup/results/subspace_bandit_warmup{,_screen,_fmnist,_ceiling}.md (+ CSVs, "
+          "plots)"),
     Entry("lofi_svd", "benchmarks.studies.lofi_svd",
           "issue 58: where a LoFi step's time goes, and which rank truncation (Gram eigh, QR + SVD, SVD, randomised) "
           "is fastest in float32 and how accurate",
