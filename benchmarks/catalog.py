@@ -76,6 +76,10 @@ SUITES = [
           "issue 57: throughput of a 64-lane HiLoFi-TS hyper-parameter x seed sweep on Shuttle (bk.sweep in one "
           "process, in two jax.distributed processes, and the loop of separate bk.run calls)",
           "results/sweep/sweep_throughput.md, .csv"),
+    Entry("round", "benchmarks.suites.round",
+          "issue 58: a whole HiLoFi-TS bandit round (act + observe, one seed) against its update step on MNIST, "
+          "Shuttle and MovieLens: interleaved times, XLA flops and bytes of update / act / observe / round / scan",
+          "results/round{,_mnist}.md, .csv"),
     Entry("soak", "benchmarks.suites.soak", "every backend, 100,000 float32 steps of a drifting stream plus stress",
           "results/soak.md, soak.csv"),
 ]
@@ -129,9 +133,10 @@ STUDIES = [
     Entry("subspace_bandit_warmup", "benchmarks.studies.subspace_bandit_warmup",
           "issue 55: the subspace EKF's warm-up from bandit feedback only — make_agent's default against one-change "
           "variants (warm-up length 20K / 50K, clipped SGD, clipped Adam, random basis) on MNIST (seed 002 protocol, "
-          "LeNet5, 5000 x 5) and Fashion-MNIST (2000 x 3), with an adoption rule stated in advance",
-          "studies/subspace_bandit_warmup/results/subspace_bandit_warmup{,_screen,_fmnist,_ceiling}.md (+ CSVs, "
-          "plots)"),
+          "LeNet5, 5000 x 5), Fashion-MNIST (2000 x 3), Shuttle and Adult (5000 x 5), with an adoption rule stated in "
+          "advance",
+          "studies/subspace_bandit_warmup/results/subspace_bandit_warmup{,_screen,_fmnist,_shuttle,_adult,_ceiling}.md "
+          "(+ CSVs, plots)"),
     Entry("lofi_svd", "benchmarks.studies.lofi_svd",
           "issue 58: where a LoFi step's time goes, and which rank truncation (Gram eigh, QR + SVD, SVD, randomised) "
           "is fastest in float32 and how accurate",

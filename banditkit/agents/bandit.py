@@ -48,6 +48,7 @@ from banditkit import policies as _policies
 from banditkit import posteriors as _posteriors
 from banditkit._xla.conv import canonical_convs
 from banditkit.likelihoods import Gaussian
+from banditkit.models import MLP, EmbeddingMLP, LeNet5
 from banditkit.policies import propensity as _probs
 from banditkit.policies.base import Policy, output_candidates, point_candidates
 from banditkit.posteriors.base import Posterior, as_obs
@@ -148,6 +149,11 @@ class BanditAgent:
       num_actions: K for a multi-output model (default: the model's output size, found at ``init``).
       reward_scale: rewards are observed as ``r / reward_scale`` (scores are in those units; the argmax is
         unchanged), so one set of default hyper-parameters fits rewards of any magnitude.
+      affine_head: the model's outputs are affine in the posterior's last layer (a ``Dense`` head with nothing after
+        it), so a Thompson draw may draw the K outputs given the other parameters' draw (the posterior's
+        ``sample_outputs``, when it declares one: HiLoFi / LoLoFi) instead of drawing every parameter — the same law,
+        no factorisation of the head's covariance.  ``None`` (default): ``True`` for ``banditkit.models`` nets (each
+        ends in a ``Dense`` named ``head``) with a posterior whose ``last_layer`` is that ``head``, else ``False``.
     """
 
     def __init__(
@@ -167,6 +173,7 @@ class BanditAgent:
         adaptive_noise: bool | dict = False,
         num_actions: int | None = None,
         reward_scale: float = 1.0,
+        affine_head: bool | None = None,
     ):
         if not (hasattr(model, "init") and hasattr(model, "apply")):
             raise TypeError(
@@ -221,6 +228,10 @@ class BanditAgent:
                 if accepts_keyword(factory, new_key):  # other backends ignored these arguments, and still do
                     kwargs[new_key] = v
             self.posterior = factory(self.apply_fn, self.likelihood, **kwargs)
+        if affine_head is None:
+            affine_head = (isinstance(model, (MLP, LeNet5, EmbeddingMLP))
+                           and self.posterior.hyper.get("last_layer", "head") == "head")
+        self.affine_head = bool(affine_head)
         self._template = None
         self._context_shapes = None
         self._jit_act = jax.jit(self._act)
@@ -314,8 +325,10 @@ class BanditAgent:
     def candidates(self, posterior: Posterior, context):
         """``(reward_fn, moments_fn)`` of the K arms for ``context`` (see :mod:`banditkit.policies.base`)."""
         if self.per_arm:
-            return point_candidates(posterior, self.model.apply, context, self.likelihood)
-        return output_candidates(posterior, self.model.apply, context, self.num_actions, self.likelihood)
+            return point_candidates(posterior, self.model.apply, context, self.likelihood,
+                                    affine_head=self.affine_head)
+        return output_candidates(posterior, self.model.apply, context, self.num_actions, self.likelihood,
+                                 affine_head=self.affine_head)
 
     def _round_robin(self, step: Array, k: int, mask: Array | None) -> Array:
         """The warm-up arm of round ``step``: ``step mod K``, or with a mask the first available arm from there on

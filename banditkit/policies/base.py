@@ -14,6 +14,11 @@ describe the K candidates, and returns one score per candidate; the decision is 
     used by UCB, EI, PI and predictive Thompson sampling.
 ``best``
     incumbent for EI / PI (BO: best value observed so far); ``None`` uses the largest predictive mean.
+``reward_fn.draw(key, state) -> (K,)`` (optional: a :class:`Rewards`)
+    a posterior draw of the K expected rewards, ``E[r_k | θ̃]`` with ``θ̃ ~ q(θ)``, taken without a full parameter draw
+    (``posterior.sample_outputs``: the head's outputs drawn given the other parameters' draw); parameter Thompson
+    sampling uses it where present.  :func:`point_candidates` / :func:`output_candidates` attach it with
+    ``affine_head=True`` when the posterior declares ``sample_outputs``.
 
 Both functions are called lazily inside the policy, so a policy that needs only one of them never traces the
 other (e.g. greedy costs one forward pass).  Everything is a pure function of ``key``: a policy can be
@@ -67,8 +72,29 @@ def _link(likelihood):
     return (likelihood if likelihood is not None else Gaussian()).mean
 
 
+class Rewards:
+    """``reward_fn`` with a cheaper Thompson draw: ``Rewards(fn, draw)(params) = fn(params)``, and ``.draw(key, state)
+    -> (K,)`` has the law of ``fn(posterior.sample(key, state))`` (see the module docstring)."""
+
+    __slots__ = ("fn", "draw")
+
+    def __init__(self, fn: RewardFn, draw: Callable[[Array, Any], Array]):
+        self.fn, self.draw = fn, draw
+
+    def __call__(self, params) -> Array:
+        return self.fn(params)
+
+
+def _with_draw(reward_fn: RewardFn, posterior: Posterior, outputs: Callable, link, affine_head: bool) -> RewardFn:
+    """``reward_fn`` as :class:`Rewards` with ``draw = link(posterior.sample_outputs(key, state, outputs))`` when the
+    outputs are affine in the posterior's last layer (``affine_head``) and the posterior declares the hook."""
+    if not affine_head or getattr(posterior, "sample_outputs", None) is None:
+        return reward_fn
+    return Rewards(reward_fn, lambda key, state: link(posterior.sample_outputs(key, state, outputs)))
+
+
 def point_candidates(
-    posterior: Posterior, apply_fn: Callable, inputs: PyTree, likelihood=None
+    posterior: Posterior, apply_fn: Callable, inputs: PyTree, likelihood=None, *, affine_head: bool = False
 ) -> tuple[RewardFn, MomentsFn]:
     """``(reward_fn, moments_fn)`` for K candidates that are K inputs of a scalar-output model.
 
@@ -77,11 +103,19 @@ def point_candidates(
       apply_fn: ``apply_fn(params, x) -> (1,)`` for one candidate input.
       inputs: pytree whose leaves have a leading axis K (BO points ``(K, D)``, per-arm features ``(K, F)``).
       likelihood: its ``mean`` maps the model output to the expected reward (``None``: identity).
+      affine_head: ``apply_fn`` is affine in the posterior's last layer (a ``Dense`` head, as every
+        ``banditkit.models`` net): ``reward_fn`` gets the posterior's ``sample_outputs`` draw, if it declares one.
 
     ``reward_fn(params) = m(f(params, x_k))_k`` and ``moments_fn(state) = (ŷ_k, S_k[0, 0])_k`` from
     ``posterior.predictive`` (vmapped over the candidates).
     """
     link = _link(likelihood)
+
+    def outputs(params):
+        return jax.vmap(lambda x: jnp.atleast_1d(apply_fn(params, x))[0])(inputs)
+
+    def link_each(f):  # each candidate's own (1,) output through the link
+        return jax.vmap(lambda v: link(v[None])[0])(f)
 
     def reward_fn(params):
         return jax.vmap(lambda x: link(jnp.atleast_1d(apply_fn(params, x)))[0])(inputs)
@@ -90,11 +124,12 @@ def point_candidates(
         mean, cov = jax.vmap(lambda x: posterior.predictive(state, x))(inputs)
         return mean[:, 0], cov[:, 0, 0]
 
-    return reward_fn, moments_fn
+    return _with_draw(reward_fn, posterior, outputs, link_each, affine_head), moments_fn
 
 
 def output_candidates(
-    posterior: Posterior, model_fn: Callable, context: PyTree, num_outputs: int, likelihood=None
+    posterior: Posterior, model_fn: Callable, context: PyTree, num_outputs: int, likelihood=None, *,
+    affine_head: bool = False
 ) -> tuple[RewardFn, MomentsFn]:
     """``(reward_fn, moments_fn)`` for K arms that are the K outputs of one network ``f(params, context) (K,)``.
 
@@ -103,16 +138,20 @@ def output_candidates(
     ``banditkit.agents``); ``model_fn(params, context) -> (K,)`` is ``f`` itself.
 
     ``reward_fn(params) = m(f(params, context))`` (one forward pass) and ``moments_fn`` calls
-    ``posterior.predictive(state, (context, e_k))`` for every arm ``k``.
+    ``posterior.predictive(state, (context, e_k))`` for every arm ``k``.  ``affine_head``: as
+    :func:`point_candidates` (``f`` affine in the posterior's last layer).
     """
     link = _link(likelihood)
 
+    def outputs(params):
+        return model_fn(params, context)
+
     def reward_fn(params):
-        return link(model_fn(params, context))
+        return link(outputs(params))
 
     def moments_fn(state):
         eye = jnp.eye(num_outputs, dtype=jnp.result_type(float))
         mean, cov = jax.vmap(lambda e: posterior.predictive(state, (context, e)))(eye)
         return mean[:, 0], cov[:, 0, 0]
 
-    return reward_fn, moments_fn
+    return _with_draw(reward_fn, posterior, outputs, link, affine_head), moments_fn

@@ -1,6 +1,7 @@
 """The decision rules.  Each factory returns a :class:`~banditkit.policies.base.Policy` whose ``score`` is
 
-``thompson("parameter")``   ``θ̃ ~ q(θ)`` (``posterior.sample``);  ``s_k = E[r_k | θ̃]``  (seeds 000, 002, 004)
+``thompson("parameter")``   ``θ̃ ~ q(θ)`` (``posterior.sample``);  ``s_k = E[r_k | θ̃]``  (seeds 000, 002, 004); the
+                            draw of ``reward_fn.draw`` where the candidates have one (same law, no full ``θ̃``)
 ``thompson("predictive")``  ``s_k = μ_k + σ_k ε_k``, ``ε_k ~ N(0, 1)`` independent: a draw of each candidate's
                             predictive reward (seed 003 §3.1)
 ``ucb(beta)``               ``s_k = μ_k + β σ_k``                 (``σ_k²`` the predictive variance)
@@ -45,7 +46,8 @@ def thompson(variant: str = "parameter") -> Policy:
     if variant == "parameter":
 
         def score(key, posterior, state, reward_fn, moments_fn, best=None):
-            return reward_fn(posterior.sample(key, state))
+            draw = getattr(reward_fn, "draw", None)  # policies.base.Rewards: the outputs drawn given the body's draw
+            return draw(key, state) if draw is not None else reward_fn(posterior.sample(key, state))
 
     else:
 

@@ -51,6 +51,7 @@ class _PosteriorFields(NamedTuple):
     hyper: Mapping[str, Any] = MappingProxyType({})
     refit: Callable[..., Any] | None = None
     diagnostics: Callable[[Any], dict] | None = None
+    sample_outputs: Callable[..., Array] | None = None
 
 
 class Posterior(_PosteriorFields):
@@ -59,8 +60,8 @@ class Posterior(_PosteriorFields):
     ``name`` and ``hyper`` record the factory and its hyper-parameters so a state can be saved and restored
     with the backend that made it; ``hyper`` is a read-only mapping (a ``dict`` given here is copied and frozen).
 
-    Two optional hooks declare work a backend needs *outside* a step, so agents, runners and BO drive it without
-    knowing which backend they hold:
+    Optional hooks declare what a backend can do beyond the six functions, so agents, runners and BO use it without
+    knowing which backend they hold.  Two declare work a backend needs *outside* a step:
 
     ``refit(key, state, xs, ys, weights) -> state``
         A new prior built from a batch of stored observations (the subspace EKF's warm-up: fit, then a new basis).
@@ -73,15 +74,25 @@ class Posterior(_PosteriorFields):
     ``diagnostics(state) -> dict``
         Numbers about a finished run, computed outside ``jit`` on one concrete (unbatched) state.  The key
         ``"warning"``, when present, is a message the runner shows the user.
+
+    One offers a cheaper Thompson draw:
+
+    ``sample_outputs(key, state, fn) -> (C,)``
+        A draw of ``fn(θ̃)``, ``θ̃ ~ q(θ)``, for ``fn(params) -> (C,)`` *affine in the backend's last layer* (a network
+        whose outputs are a ``Dense`` head of features: ``fn = f(·, x)``), drawn without a full parameter draw: the
+        other parameters drawn as ``sample`` draws them, then the ``C`` outputs from their Gaussian given that draw,
+        ``N(fn(h̃, μ_ℓ), J Σ_ℓ Jᵀ)`` with ``J = ∂fn/∂ℓ`` — the distribution of ``fn(sample(key, state))`` exactly when
+        ``fn`` is affine in ``ℓ``.  A caller uses it only for such an ``fn``; a wrapper that replaces ``sample`` must
+        replace or drop it.
     """
 
     __slots__ = ()
 
     def __new__(cls, init, predict, update, predictive, sample, mean, name="", hyper=None, refit=None,
-                diagnostics=None):
+                diagnostics=None, sample_outputs=None):
         frozen = MappingProxyType(dict(hyper or {}))
         return super().__new__(cls, init, predict, update, predictive, sample, mean, name, frozen, refit,
-                               diagnostics)
+                               diagnostics, sample_outputs)
 
     def _replace(self, **changes):  # keep ``hyper`` frozen when it is replaced
         return type(self)(**{**self._asdict(), **changes})

@@ -11,6 +11,10 @@ branches on the form again.  One step with blocks ``b`` and Jacobians ``J_b = �
     update:   μ_b ← μ_b + K_b ε,  K_b = Σ_b J_bᵀ S⁻¹,  Σ_b ← (I − K_b J_b) Σ_b (I − K_b J_b)ᵀ + K_b R K_bᵀ
               (the cross-covariance between blocks is dropped; ``S_o = S − S_b − R`` is the other blocks' share)
 
+``outputs(block, J, space) = J Σ_b Jᵀ (C, C)`` is the same share for any ``J (C, D)`` — ``C`` outputs at once, also
+for the per-arm blocks, whose ``project`` takes one observed output: the covariance of ``C`` outputs that are affine
+in the block (a Thompson draw of a head given the other blocks, :func:`banditkit.posteriors.hilofi.hilofi`).
+
 Forms (``q``: the drift variance per ``predict``, ``γ``: forgetting; ``carry``: ``dynamics_mode="carry"``):
 
 * :func:`lowrank`: ``Σ = CᵀC + q̄I``, ``C (d, D)`` with orthogonal rows, ``gram = diag(CCᵀ) (d,)``.  predict
@@ -87,6 +91,7 @@ class CovBlock(NamedTuple):
     project: Callable[[BlockState, Array, Any], Projection]  # (block, J_b (C, D), space)
     update: Callable[[BlockState, Projection, Innovation, Array, Any], BlockState]  # (…, S_o, space)
     sample: Callable[[Array, Array, BlockState, Any], Array]  # (key, key, block, space): a draw (D,)
+    outputs: Callable[[BlockState, Array, Any], Array]  # (block, J (C, D), space) -> J Σ_b Jᵀ (C, C), q̄ included
 
 
 class FullForm(NamedTuple):
@@ -161,7 +166,10 @@ def lowrank(rank: int, init_cov, dynamics_cov, forgetting, carry: bool) -> CovBl
         draw = b.mean + rng.normal(k1, (b.cov.shape[0],), dt) @ b.cov
         return draw + jnp.sqrt(b.q) * rng.normal(k2, draw.shape, dt) if use_q else draw
 
-    return CovBlock(init, predict, project, update, sample)
+    def outputs(b: BlockState, jac, space) -> Array:
+        return project(b, jac, space).s
+
+    return CovBlock(init, predict, project, update, sample, outputs)
 
 
 def _full_form(init_cov, dynamics_cov, forgetting, carry: bool, dense: bool) -> FullForm:
@@ -245,7 +253,10 @@ def full(form: FullForm) -> CovBlock:
         root = form.root(b.cov)
         return _sample_full(form, k2, b, b.mean + rng.normal(k1, (root.shape[0],), b.mean.dtype) @ root)
 
-    return CovBlock(init, predict, project, update, sample)
+    def outputs(b: BlockState, jac, space) -> Array:  # J Σ Jᵀ with no factorisation of Σ
+        return form.project(b.cov, b.q, jac)[1]
+
+    return CovBlock(init, predict, project, update, sample, outputs)
 
 
 def per_arm(form: FullForm, arms: int, who: str, last: bool = True) -> CovBlock:
@@ -285,4 +296,8 @@ def per_arm(form: FullForm, arms: int, who: str, last: bool = True) -> CovBlock:
         draws = arm_layout.sample_blocks(k1, jax.vmap(form.root)(b.cov))
         return _sample_full(form, k2, b, b.mean + arm_layout.scatter_blocks(draws, index(space), b.mean.size))
 
-    return CovBlock(init, predict, project, update, sample)
+    def outputs(b: BlockState, jac, space) -> Array:  # Σ_k J_k Σ_k J_kᵀ over the arms' columns J_k (C, P_k)
+        jac_k = jnp.moveaxis(jac[:, jnp.asarray(index(space))], 1, 0)  # (K, C, P_k)
+        return jnp.sum(jax.vmap(lambda m, j: form.project(m, b.q, j)[1])(b.cov, jac_k), axis=0)
+
+    return CovBlock(init, predict, project, update, sample, outputs)

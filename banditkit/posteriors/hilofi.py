@@ -34,18 +34,31 @@ the mean.
 :sample:   one parameter draw from the block-diagonal Gaussian: ``h = μ_h + Cᵀε_h + √q̄_h z_h``,
           ``ℓ = μ_ℓ + Uᵀε_ℓ`` (dense: ``U = chol(Σ_ℓ)`` per draw, ``O(D_ℓ³/3)``; LoLoFi: ``C_ℓᵀε_ℓ + √q̄_ℓ z_ℓ``),
           all ``ε, z`` standard normal.
+:sample_outputs: (declared with ``draw="conditional"``, and with ``draw="auto"``, the default, where ``Σ_ℓ`` is kept
+          dense) a draw of ``fn(θ̃) (C,)`` for an ``fn`` affine in ``ℓ`` (a ``Dense`` head: the agent's ``C = K`` arm
+          outputs) given the hidden draw ``h̃`` above (same key, same ``h̃``): ``m = fn(h̃, μ_ℓ)``, ``J = ∂fn/∂ℓ
+          (C, D_ℓ)`` (``C`` pullbacks through the head), ``V = J Σ_ℓ Jᵀ (C, C)`` from the last block as it is kept
+          (dense ``J(Σ_ℓJᵀ)``, sqrt ``‖U Jᵀ‖²``, per arm ``Σ_k J_kΣ_kJ_kᵀ``, LoLoFi ``(C_ℓJᵀ)ᵀ(C_ℓJᵀ) + q̄_ℓ JJᵀ``,
+          each with a pending ``q̄_ℓ JJᵀ``), and ``m + L z`` with ``L Lᵀ = V`` (a ``C × C`` Cholesky,
+          :func:`linalg.sample_factor`).  Since ``fn(h̃, ℓ̃) = m + J(ℓ̃ − μ_ℓ)`` for affine ``fn``, this is the law of
+          ``fn(sample(key, state))`` given ``h̃``, with no factorisation of ``Σ_ℓ`` and no draw of ``ℓ``.
+          ``"auto"`` declares it where a joint draw factors ``Σ_ℓ`` (the dense forms: ``D_ℓ³/3``, or ``K P_k³/3``
+          per arm, every round), not where the joint draw reads a kept root (square root, low-rank factor), which
+          then draw as before; ``"joint"`` never (callers draw ``θ̃`` with ``sample``).
 
 Per-arm last layer (``arms=K``, HiLoFi only): for a ``K``-output head observed one arm at a time (a multi-output
 bandit agent's selected output ``f(θ, x)·e_a``), ``L̃`` is zero outside arm ``a``'s block of the head, so ``Σ_ℓ``
 stays block-diagonal (:mod:`banditkit.posteriors.arms`).  ``cov_last`` then holds the ``K`` blocks ``(K, P_k, P_k)``
-(``P_k = D_ℓ / K``), the update and its ``O(P_k²)`` work touch the observed arm's block only, and a dense Thompson
-draw factors ``K`` blocks (``K P_k³/3`` flops instead of ``K³ P_k³/3``): the same posterior as ``arms=None``.
+(``P_k = D_ℓ / K``), the update and its ``O(P_k²)`` work touch the observed arm's block only, and a dense parameter
+draw factors ``K`` blocks (``K P_k³/3`` flops instead of ``K³ P_k³/3``; ``sample_outputs`` none): the same posterior
+as ``arms=None``.
 
 Which HiLoFi last-layer form (``last_cov``): ``"sqrt"`` keeps a square root, so the covariance stays positive
 semi-definite by construction, but a time update with ``q_ℓ > 0`` refactors it (``O(D_ℓ³)`` per round: ~22 ms at
 ``D_ℓ = 850`` on a 2-core CPU).  ``"dense"`` keeps ``Σ_ℓ`` (``O(D_ℓ²)`` time update, ``O(D_ℓ² C)`` measurement
-update) and pays one Cholesky per Thompson draw (~4 ms at ``D_ℓ = 850``), none for UCB / greedy / predictive;
-the subtraction can lose definiteness only by rounding, which ``q_ℓ > 0`` outweighs.  ``"auto"`` (default) picks
+update) and pays one Cholesky per full parameter draw (~4 ms at ``D_ℓ = 850``; none for an agent's Thompson draw
+through ``sample_outputs``, nor for UCB / greedy / predictive); the subtraction can lose definiteness only by
+rounding, which ``q_ℓ > 0`` outweighs.  ``"auto"`` (default) picks
 ``"dense"`` when ``q_ℓ > 0`` and ``"sqrt"`` otherwise.
 
 Dynamics modes (``dynamics_mode``).  ``"carry"`` (default) is Algorithm 1 above: ``q`` joins the covariance in
@@ -81,7 +94,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import jax
+import jax.numpy as jnp
 
+from banditkit._xla import flat_random as rng
 from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors import covblocks, linalg
 from banditkit.posteriors.arms import check_arms
@@ -145,6 +160,7 @@ def hilofi(
     last_cov: str = "auto",
     arms: int | None = None,
     dynamics_mode: str = "carry",
+    draw: str = "auto",
     key: Array | None = None,
     seed: int = 0,
 ) -> Posterior:
@@ -176,6 +192,10 @@ def hilofi(
         is pending variance for the coming step only — it is in that step's predictive, Thompson draw and gain
         — and the update's Joseph form is applied to the covariance *without* it, so it never accumulates (see
         "Dynamics modes" in the module docstring).
+      draw: ``"conditional"`` declares ``sample_outputs`` (a Thompson draw of affine outputs given the hidden draw,
+        no factorisation of the last layer's covariance; see the module docstring), ``"joint"`` does not (callers
+        draw every parameter with ``sample``), ``"auto"`` (default) declares it where the last layer is kept as a
+        dense ``Σ_ℓ`` (``q_ℓ > 0`` or ``last_cov="dense"``).  All draw outputs of an affine head from the same law.
       key, seed: PRNG key (or integer seed) for the random orthonormal initial factor(s).
     """
     name = "lolofi" if rank_last is not None else "hilofi"
@@ -190,7 +210,11 @@ def hilofi(
     if last_cov not in ("auto", "sqrt", "dense"):
         raise ValueError(f"last_cov={last_cov!r} must be 'auto', 'sqrt' or 'dense'")
     carry = covblocks.check_dynamics_mode(name, dynamics_mode)
+    if draw not in ("auto", "conditional", "joint"):
+        raise ValueError(f"{name}: draw={draw!r} must be 'auto', 'conditional' (outputs of an affine head drawn "
+                         "given the hidden draw) or 'joint' (a full parameter draw only)")
     dense = rank_last is None and (last_cov == "dense" or (last_cov == "auto" and not covblocks.is_zero(q_l)))
+    conditional = draw == "conditional" or (draw == "auto" and dense)
     hidden = covblocks.lowrank(rank, init_cov_hidden, q_h, forgetting, carry)
     if rank_last is not None:
         if arms is not None:
@@ -238,6 +262,15 @@ def hilofi(
         space = state.space
         return space.merge(hidden.sample(k1, k2, _hidden(state), space), last.sample(k3, k4, _last(state), space))
 
+    def sample_outputs(key: Array, state: HiLoFiState, fn) -> Array:
+        k1, k2, k3, _ = jax.random.split(key, 4)  # as sample: the same hidden draw
+        space = state.space
+        h = hidden.sample(k1, k2, _hidden(state), space)
+        out, pull = jax.vjp(lambda ell: jnp.atleast_1d(fn(space.merge(h, ell))), state.mean_last)
+        jac = jax.vmap(pull)(jnp.eye(out.shape[0], dtype=out.dtype))[0]  # J (C, D_ℓ): C pullbacks through the head
+        v = last.outputs(_last(state), jac.astype(state.mean_last.dtype), space)
+        return out + (linalg.sample_factor(v) @ rng.normal(k3, out.shape, v.dtype)).astype(out.dtype)
+
     def mean(state: HiLoFiState):
         return state.space.merge(state.mean_hidden, state.mean_last)
 
@@ -256,7 +289,10 @@ def hilofi(
     )
     if arms is not None:
         hyper["arms"] = arms
-    return Posterior(init, predict, update, predictive, sample, mean, name=name, hyper=hyper)
+    if draw != "auto":
+        hyper["draw"] = draw
+    return Posterior(init, predict, update, predictive, sample, mean, name=name, hyper=hyper,
+                     sample_outputs=sample_outputs if conditional else None)
 
 
 def lolofi(
