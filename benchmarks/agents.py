@@ -202,7 +202,8 @@ def subspace_warmup_variants(num_actions: int, *, model=None) -> dict[str, Calla
     one thing of the default (τ = 10·K round-robin rounds, 500 full-batch steps of ``sgd(0.05, momentum 0.9)``,
     every 2nd iterate kept, ``A`` = the SVD of the iterates, ``θ*`` = the last iterate):
 
-    * ``sub_default``: nothing set;
+    * ``sub_default``: nothing set but the warm-up length, pinned at τ = 10·K (make_agent's default until this
+      study, 2026-12-02; it is 20·K since, ``sub_tau20``);
     * ``sub_tau20`` / ``sub_tau50``: τ = 20·K / 50·K warm-up rounds;
     * ``sub_adam``: ``adam(1e-3)`` on the gradient clipped to global norm 1 (``sgd=dict(optimizer=..., clip_norm=1)``);
     * ``sub_clip1``: the default SGD on the gradient clipped to global norm 1;
@@ -215,13 +216,13 @@ def subspace_warmup_variants(num_actions: int, *, model=None) -> dict[str, Calla
     k = int(num_actions)
     m = {} if model is None else dict(model=model)
 
-    def make(post=None, **kw):
-        return agent_factory("subspace_ekf-thompson", post, protocol_noise=False, **kw, **m)
+    def make(post=None, per_arm: int = 10, **kw):  # the warm-up length pinned: make_agent's default moved to 20·K
+        return agent_factory("subspace_ekf-thompson", post, protocol_noise=False, warmup_steps=per_arm * k, **kw, **m)
 
     return {
         "sub_default": make(),
-        "sub_tau20": make(warmup_steps=20 * k),
-        "sub_tau50": make(warmup_steps=50 * k),
+        "sub_tau20": make(per_arm=20),
+        "sub_tau50": make(per_arm=50),
         "sub_adam": make(dict(sgd=dict(optimizer=optax.adam(1e-3), clip_norm=1.0))),
         "sub_clip1": make(dict(sgd=dict(clip_norm=1.0))),
         "sub_rnd": make(dict(fit_basis="random")),
@@ -315,7 +316,9 @@ def seed003_agents(*, rank: int = 50, rank_last: int = 100, q: float = 1e-6, cov
     import optax
 
     m = {} if model is None else dict(model=model)
-    hilofi_post = dict(rank=rank, init_cov_hidden=cov, init_cov_last=cov, dynamics_cov=q)
+    # draw="joint": the Thompson draw these agents' committed tables were made with (a full parameter draw; HiLoFi's
+    # default "auto" draws a dense head's outputs given the hidden draw instead — the same law, another random stream)
+    hilofi_post = dict(rank=rank, init_cov_hidden=cov, init_cov_last=cov, dynamics_cov=q, draw="joint")
     lolofi_post = dict(rank=rank, rank_last=rank_last, init_cov_hidden=cov, init_cov_last=cov, dynamics_cov=q)
     lrkf_post = dict(rank=rank, init_cov=lrkf_cov, dynamics_cov=q)
     lofi_post = dict(rank=lofi_rank or rank, init_cov=lofi_cov, dynamics_cov=0.0)

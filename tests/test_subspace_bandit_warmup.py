@@ -23,7 +23,9 @@ def test_variants_are_the_default_with_one_change_each():
     built = {name: f(env) for name, f in variants.items()}
     user = make_agent("subspace_ekf-thompson", env)  # as a user gets it
     base = built["sub_default"]
-    assert base.posterior.hyper == user.posterior.hyper and base.warmup_steps == user.warmup_steps == 10 * k
+    # sub_default is the default before the study (tau = 10 K); make_agent's default is sub_tau20's 20 K since
+    assert base.posterior.hyper == user.posterior.hyper and base.warmup_steps == 10 * k
+    assert user.warmup_steps == built["sub_tau20"].warmup_steps == 20 * k
     assert base.likelihood == user.likelihood  # make_agent's observation variance, not the protocol's 0.1
     assert built["sub_tau20"].warmup_steps == 20 * k and built["sub_tau50"].warmup_steps == 50 * k
     for name in ("sub_tau20", "sub_tau50"):
