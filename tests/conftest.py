@@ -5,7 +5,11 @@ Most of a small test's time is XLA compiling its programs, so the suite compiles
 had passed to a few programs only): the same HLO and the same maths, only the generated machine code is
 less optimised, which the tests' tiny programs do not feel.  Measured on the 2-core CI machine kind, the whole suite
 as ``scripts/test.sh`` runs it (two workers), back to back on one checkout: 1123 s with the compiler's defaults, 825 s
-with these flags (user time 35.7 → 25.9 min).  Set
+with these flags (user time 35.7 → 25.9 min).  On the pinned jaxlib series (``.ci/constraints.txt``, 0.10) the CPU
+backend also emits its fusions with the classic loop emitters instead of the MLIR fusion emitters
+(``--xla_cpu_use_fusion_emitters=false``): the same optimised HLO, a cheaper code generator (its compile time is
+what most tests pay).  That flag is added only for jaxlib 0.10.x, where it exists and was measured: XLA stops the
+process on a flag it does not know, and a later jaxlib (``BANDITKIT_UNPINNED=1``) may not have it.  Set
 ``BANDITKIT_TEST_FULL_XLA_OPT=1`` to run the suite with the compiler's defaults, as users' programs compile.
 The flags are appended to any ``XLA_FLAGS`` already set, before JAX starts its backend; subprocesses the tests
 start inherit them.
@@ -16,8 +20,21 @@ import shutil
 import sys
 import tempfile
 
+
+def _jaxlib_series() -> tuple[int, ...]:
+    """``(major, minor)`` of the installed jaxlib, read without importing it (``()`` if it cannot be read)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return tuple(int(v) for v in version("jaxlib").split(".")[:2])
+    except (PackageNotFoundError, ValueError):
+        return ()
+
+
 if os.environ.get("BANDITKIT_TEST_FULL_XLA_OPT", "0") != "1":
     _FAST = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+    if _jaxlib_series() == (0, 10):
+        _FAST += " --xla_cpu_use_fusion_emitters=false"
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_FAST}".strip()
 
 # One XLA compilation cache for the whole run, shared by the pytest-xdist workers and the subprocesses the tests

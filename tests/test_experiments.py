@@ -226,7 +226,10 @@ SHARDED = textwrap.dedent(
 
 def test_seeds_sharded_over_two_devices_give_the_same_runs(compiled_run):
     df, _, _ = compiled_run
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
+    # the suite's compiler flags (tests/conftest.py) kept, the device count added: the child compiles as the
+    # reference run in this process did, with the cheap pipeline
+    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2".strip()
+    env = dict(os.environ, XLA_FLAGS=flags, JAX_PLATFORMS="cpu")
     code = SHARDED.format(tests=os.path.dirname(__file__))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]

@@ -14,19 +14,29 @@ import banditkit as bk
 RECORD = {"observed": lambda s: s.step, "r_hat": lambda s: bk.posteriors.noise_variance(s.posterior)}
 
 
+KW = dict(steps=60, seeds=2, progress=False, chunk_size=20, record=RECORD)
+
+
 @pytest.fixture(scope="module")
 def env_agent():
     env = gymnasium.make("banditkit/Wheel-v0")
     return env, bk.agents.make_agent("lofi-thompson", env, adaptive_noise=True, obs_noise=0.5)
 
 
-def test_recorded_columns_in_both_loops(env_agent):
+@pytest.fixture(scope="module")
+def compiled_run(env_agent):
+    """The compiled run with ``record`` (60 rounds, 2 seeds, chunks of 20): both tests below read it, neither
+    changes it."""
+    env, agent = env_agent
+    return bk.run(env, agent, **KW)
+
+
+def test_recorded_columns_in_both_loops(env_agent, compiled_run):
     """``state.step`` after round t's observe is t + 1 (an exact oracle); the learned variance is the same in the
     compiled and the Gymnasium loop, and it moves (rewards of the Wheel are noise-free: it falls from 0.5)."""
     env, agent = env_agent
-    kw = dict(steps=60, seeds=2, progress=False, chunk_size=20, record=RECORD)
-    a = bk.run(env, agent, **kw)
-    b = bk.run(env, agent, compiled=False, **kw)
+    a = compiled_run
+    b = bk.run(env, agent, compiled=False, **KW)
     assert list(a.columns[-2:]) == ["observed", "r_hat"] and list(b.columns) == list(a.columns)
     for df in (a, b):
         assert (df.observed == df.step + 1).all()
@@ -36,10 +46,9 @@ def test_recorded_columns_in_both_loops(env_agent):
     assert (last < 0.5).all() and np.isfinite(a.r_hat).all()
 
 
-def test_record_survives_a_resume_and_reaches_compare(env_agent, tmp_path):
+def test_record_survives_a_resume_and_reaches_compare(env_agent, compiled_run, tmp_path):
     env, agent = env_agent
-    kw = dict(steps=60, seeds=2, progress=False, chunk_size=20, record=RECORD)
-    ref = bk.run(env, agent, **kw)
+    kw, ref = KW, compiled_run
     ck = tmp_path / "rec.bk"
 
     with pytest.raises(Stop):  # the state after the first chunk is saved
