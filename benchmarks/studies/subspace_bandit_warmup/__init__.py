@@ -1,6 +1,7 @@
 """The subspace EKF's warm-up under bandit feedback (issue 55): make_agent's default against one-change variants.
 
-``make_agent("subspace_ekf-thompson")`` fits its subspace to τ = 10·K round-robin warm-up rounds (the pulled arms'
+``make_agent("subspace_ekf-thompson")`` fitted its subspace to τ = 10·K round-robin warm-up rounds (20·K since this
+study, 2026-12-02; ``sub_default`` keeps 10·K pinned) (the pulled arms'
 rewards only): 500 full-batch steps of ``sgd(0.05, momentum 0.9)`` on ``Σ_i ½ (f_{a_i}(θ, x_i) − r_i)²``, the
 offset ``θ*`` = the last iterate and the basis ``A (P, 20)`` = the top right singular vectors of the centred iterates
 (every 2nd kept); then an EKF over ``z`` with ``θ = A z + θ*``, ``z ~ N(0, I)``.  The variants
@@ -57,7 +58,8 @@ OTHER_DATASETS = {"fashion_mnist": ("banditkit/FashionMNIST-v0", "fmnist", "Fash
                   "adult": ("banditkit/Adult-v0", "adult", "Adult")}
 DATASETS = ("mnist", *OTHER_DATASETS)
 NOTE = ("Agents (`benchmarks.agents.subspace_warmup_variants`): `sub_default` = make_agent(subspace_ekf-thompson) "
-        "with nothing set (τ = 10·K, 500 full-batch steps of sgd(0.05, 0.9), d = 20, Σ_z = I); `sub_tau20` / "
+        "with nothing set but the warm-up, pinned at its default before this study (τ = 10·K; now 20·K), 500 "
+        "full-batch steps of sgd(0.05, 0.9), d = 20, Σ_z = I; `sub_tau20` / "
         "`sub_tau50`: τ = 20·K / 50·K; `sub_clip1`: the gradient clipped to global norm 1; `sub_adam`: adam(1e-3) on "
         "the clipped gradient; `sub_rnd`: a random orthonormal basis through the same θ*.  Bandit feedback only.")
 
