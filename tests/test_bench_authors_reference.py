@@ -99,7 +99,7 @@ def test_a_missing_dependency_of_the_checkout_names_what_to_install(tmp_path):
         (methods / f).write_text("import a_dependency_that_is_not_installed_xyz\n")
     try:
         with pytest.raises(ImportError, match="pip install chex distrax"):
-            authors_lrlli._modules(str(tmp_path))
+            authors_lrlli.load_modules(str(tmp_path))
     finally:
         for name in [m for m in sys.modules if m == "methods" or m.startswith("methods.")]:
             del sys.modules[name]

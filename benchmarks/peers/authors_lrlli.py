@@ -37,7 +37,7 @@ OBS_VAR = 0.1
 THEIR_LAST, OUR_LAST = "last_layer", "head"
 
 
-def _modules(reference_dir: str):
+def load_modules(reference_dir: str):
     """``(low_rank_last_layer, low_rank_filter_revised)`` imported from ``reference_dir/experiments/methods``."""
     root = os.path.join(os.path.abspath(reference_dir), "experiments")
     wanted = [os.path.join(root, "methods", f) for f in ("low_rank_last_layer.py", "low_rank_filter_revised.py")]
@@ -71,7 +71,7 @@ def make(name: str, reference_dir: str, apply, params, rank: int) -> SimpleNames
     methods — ``init(params)``, ``predict(state)``, ``update(state, x, y)`` — which is what the speed suite times."""
     if name not in NAMES:
         raise ValueError(f"unknown reference backend {name!r}; choose from {NAMES}")
-    lll, lrf = _modules(reference_dir)
+    lll, lrf = load_modules(reference_dir)
 
     def their_apply(p, x):  # their parameter names → ours, then banditkit's model
         return apply(rename_last(p, THEIR_LAST, OUR_LAST), x)

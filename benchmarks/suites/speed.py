@@ -488,7 +488,7 @@ def main(argv=None) -> None:
         ap.error(f"--windows must be >= 1, got {args.windows}")
     if args.reference_dir is not None:
         try:
-            authors_lrlli._modules(args.reference_dir)  # a wrong folder or a missing dependency fails here, not later
+            authors_lrlli.load_modules(args.reference_dir)  # a wrong folder or a missing dependency fails here
         except (FileNotFoundError, ImportError) as e:
             ap.error(str(e))
         extra = [n for n in authors_lrlli.NAMES if n not in args.backends.split(",")]
