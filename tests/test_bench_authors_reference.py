@@ -129,5 +129,5 @@ def test_windows_are_interleaved_and_merged_to_medians():
     m = speed._merge_windows(ws)
     assert m["step_ms"] == 2.0 and m["step_p10_ms"] == 2.0 and m["windows"] == 3
     assert m["other_cores_step"] == 0.4 and m["compile_s"] == 3.0
-    assert m["_grads"] == [1.0, 3.0, 2.0]
+    assert m["grad_ms"] == 2.0 and m["gemm_gflops"] == 20.0 and not any(k.startswith("_") for k in m)
     assert speed._merge_windows([dict(note="error: Y")]) == dict(note="error: Y")

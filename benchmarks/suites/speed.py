@@ -10,10 +10,13 @@ its factors in place (21 → 37 ms).  ``ratio`` uses the first (the anchor's pro
 * compile time (``lower`` + ``compile``) is reported separately;
 * ``--warmup`` steps on fresh random ``(x, y)``, then ``--steps`` timed steps, each ``block_until_ready``; the
   table reports the median (and the 10th percentile, which is less sensitive to other processes);
-* the floor is measured in the same process right before every backend's window: the median of ``--floor-reps``
-  jitted ``jax.grad`` calls of the model plus ``2·P·(r+1)²`` flops at the median GEMM rate of a jitted
-  ``1024×1024 @ 1024×1024`` float32 matmul.  ``ratio = step / floor`` uses the median of all floor readings of the
-  configuration (single readings are noisy);
+* the floor (:func:`floor_parts`, a roofline) is measured in the same process right before every backend's window:
+  the median of ``--floor-reps`` jitted ``jax.grad`` calls of the model, plus the slower of ``2·P·(r+1)²`` flops at
+  the GEMM rate of a jitted ``1024×1024 @ 1024×1024`` float32 matmul and ``2·4·P·(r+1)`` bytes (one read and one
+  write of the ``P × (r+1)`` factor) at the streaming rate measured on an array of that size.  ``ratio = step /
+  floor`` uses the medians of all the configuration's readings (single readings are noisy); ``ratio_gemm`` the
+  floor without the memory term (the tables before 2026-12-02); the fitted exponent of step time in ``P`` over the
+  MLPs from 100k parameters up is printed under the table (:func:`scaling_exponents`);
 * the CPU time of *other* processes (``/proc/stat`` busy time minus this process's CPU time) is recorded for every
   window as ``other_cores``; before each window the script waits up to ``--idle-wait`` seconds for the machine to
   go quiet.  Numbers with ``other_cores`` above ~0.1 are not comparable with the anchor.
@@ -134,20 +137,62 @@ def _median_time(fn, *args, reps: int) -> float:
     return float(np.median(ts))
 
 
-class Floor:
-    """``grad + 2·P·(r+1)²/peak``, both measured now (jitted grad of the model; 1024² float32 GEMM)."""
+FLOAT_BYTES = 4  # float32
+STREAM_REPS = 8  # chained passes per timed call of the streaming and the mixing measurements (Floor)
 
-    def __init__(self, model, params, x, reps: int):
+
+def floor_parts(grad_s: float, gemm_flops: float, stream_bytes: float, num_params: int, rank: int) -> dict:
+    """The per-step floor of a rank-``r`` filter over ``P`` parameters, in ms, from rates measured on this machine.
+
+    ``gemm = 2·P·(r+1)²`` flops at the GEMM rate (the ``(r+1)``-column products a low-rank step cannot avoid);
+    ``bytes = 2·4·P·(r+1)`` bytes (one read and one write of a ``P × (r+1)`` float32 factor) at the streaming rate
+    measured on an array of that size (so a factor that fits in cache is charged the cache's rate, one that does
+    not the memory's).  ``floor = grad + max(gemm, bytes)`` (a roofline: the step is bound by whichever of
+    arithmetic and memory traffic is slower); ``floor_gemm = grad + gemm``, the suite's floor before the memory
+    term (for comparison with older tables).  Returns ``dict(floor_ms, floor_gemm_ms, gemm_ms, bytes_ms)``.
+    """
+    flops = 2.0 * num_params * (rank + 1) ** 2
+    nbytes = 2.0 * FLOAT_BYTES * num_params * (rank + 1)
+    gemm_ms, bytes_ms, grad_ms = 1e3 * flops / gemm_flops, 1e3 * nbytes / stream_bytes, 1e3 * grad_s
+    return dict(floor_ms=grad_ms + max(gemm_ms, bytes_ms), floor_gemm_ms=grad_ms + gemm_ms, gemm_ms=gemm_ms,
+                bytes_ms=bytes_ms)
+
+
+class Floor:
+    """The floor's three rates, measured now: the jitted ``grad`` of the model, the 1024² float32 GEMM rate, and
+    the streaming rate (read + write) over a ``P × (r+1)`` float32 array (:func:`floor_parts`)."""
+
+    def __init__(self, model, params, x, reps: int, num_params: int = 1 << 16, rank: int = 10):
         self.grad = jax.jit(jax.grad(lambda p, xx: model.apply(p, xx)[0]))
         self.params, self.x, self.reps = params, x, reps
         self.mat = jax.random.normal(jax.random.PRNGKey(7), (1024, 1024), jnp.float32)
         self.mm = jax.jit(lambda a: a @ a)
+        self.buf = jnp.ones((num_params * (rank + 1),), jnp.float32)
+        q, _ = jnp.linalg.qr(jax.random.normal(jax.random.PRNGKey(8), (rank + 1, rank + 1), jnp.float32))
+        self.small, self.fac = q, self.buf.reshape(rank + 1, num_params)  # q orthogonal: the chain keeps its norms
+        # n passes chained in one call (a loop XLA cannot merge); the time per pass is the difference between
+        # 2·STREAM_REPS and STREAM_REPS passes over STREAM_REPS, so neither the dispatch nor the copy of the input
+        # into the loop is counted; unroll=2 lets each product write into the buffer two products back (no copy)
+        self.stream = {n: jax.jit(lambda a, n=n: jax.lax.fori_loop(0, n, lambda i, x: x * 1.5 - 0.5, a))
+                       for n in (STREAM_REPS, 2 * STREAM_REPS)}
+        self.mix = {n: jax.jit(lambda w, c, n=n: jax.lax.fori_loop(0, n, lambda i, x: w @ x, c, unroll=2))
+                    for n in (STREAM_REPS, 2 * STREAM_REPS)}
 
-    def measure(self) -> tuple[float, float]:
-        """``(grad seconds, GEMM flop/s)``."""
+    def _per_pass(self, fns: dict, *args) -> float:
+        reps = max(self.reps // 2, 5)
+        t1, t2 = (_median_time(fns[n], *args, reps=reps) for n in (STREAM_REPS, 2 * STREAM_REPS))
+        return max(t2 - t1, 1e-9) / STREAM_REPS
+
+    def measure(self) -> tuple[float, float, float, float]:
+        """``(grad seconds, GEMM flop/s, streaming bytes/s, mix seconds)``: ``streaming`` = one read and one write of
+        the ``P × (r+1)`` buffer; ``mix`` = one ``(r+1, r+1) @ (r+1, P)`` float32 product (beside the floor, not part
+        of it: how near XLA's own GEMM gets to the roofline at the step's shape); both per pass of a chain in one
+        call."""
         g = _median_time(self.grad, self.params, self.x, reps=self.reps)
         t = _median_time(self.mm, self.mat, reps=max(self.reps // 2, 5))
-        return g, 2 * 1024**3 / t
+        ts = self._per_pass(self.stream, self.buf)
+        tm = self._per_pass(self.mix, self.small, self.fac)
+        return g, 2 * 1024**3 / t, 2 * FLOAT_BYTES * self.buf.size / ts, tm
 
 
 # ----------------------------------------------------------------------------------------------------- models
@@ -224,9 +269,10 @@ def _time_window(b: str, model, params, rank: int, x0, num_params: int, din: int
             post = make_backend(b, model, params, rank, x0, num_params)
         row["other_cores_idle_wait"] = wait_idle(args.idle_wait)
         with LoadMeter() as fm:
-            g, peak = floor.measure()
-        row.update(grad_ms=1e3 * g, gemm_gflops=peak / 1e9, other_cores_floor=fm.other_cores)
-        row["floor_window_ms"] = 1e3 * (g + 2 * num_params * (rank + 1) ** 2 / peak)
+            g, peak, bw, mix = floor.measure()
+        row.update(grad_ms=1e3 * g, gemm_gflops=peak / 1e9, stream_gbs=bw / 1e9, mix_ms=1e3 * mix,
+                   other_cores_floor=fm.other_cores)
+        row["floor_window_ms"] = floor_parts(g, peak, bw, num_params, rank)["floor_ms"]
         row.update(time_backend(post, params, din, args.warmup, args.steps, donate=False))
         if b not in authors_lrlli.NAMES:  # their filters are timed as the anchor did, on a fresh state per step
             row["donated_ms"] = time_backend(post, params, din, args.warmup, args.steps, donate=True)["step_ms"]
@@ -246,7 +292,8 @@ def _merge_windows(ws: list[dict]) -> dict:
     if not ok:
         return dict(note=ws[0].get("note", "")) if ws else {}
     out = dict(ok[0])
-    for k in ("step_ms", "step_p10_ms", "step_min_ms", "donated_ms", "grad_ms", "gemm_gflops", "floor_window_ms"):
+    for k in ("step_ms", "step_p10_ms", "step_min_ms", "donated_ms", "grad_ms", "gemm_gflops", "stream_gbs",
+              "mix_ms", "floor_window_ms"):
         vals = [w[k] for w in ok if k in w]
         if vals:
             out[k] = float(np.median(vals))
@@ -256,7 +303,6 @@ def _merge_windows(ws: list[dict]) -> dict:
     out["finite"] = all(w["finite"] for w in ok)
     out["note"] = "" if out["finite"] else "state not finite after the timed steps"
     out["windows"] = len(ok)
-    out["_grads"], out["_peaks"] = [w["grad_ms"] for w in ok], [w["gemm_gflops"] for w in ok]
     return out
 
 
@@ -274,7 +320,7 @@ def run(args, on_config=None) -> list[dict]:
         model, params, din = make_config(cname)
         num_params = int(sum(np.size(leaf) for leaf in jax.tree_util.tree_leaves(params)))
         x0 = jnp.zeros(din, jnp.float32)
-        floor = Floor(model, params, x0 + 0.1, args.floor_reps)
+        floor = Floor(model, params, x0 + 0.1, args.floor_reps, num_params=num_params, rank=rank)
         first_rank = rank == min(r for c, r in configs if c == cname)
         config_rows = []
         for b in backends:
@@ -299,17 +345,21 @@ def run(args, on_config=None) -> list[dict]:
             row.update(_merge_windows(windows[row["backend"]]))
             print(_fmt_row(row), flush=True)
             rows.append(row)
-        # ratio against the median floor of this configuration
-        gs = [g for r in config_rows for g in r.pop("_grads", [])]
-        ps = [p for r in config_rows for p in r.pop("_peaks", [])]
-        if gs:
-            g_med, p_med = float(np.median(gs)), float(np.median(ps))
-            floor_ms = g_med + 1e3 * 2 * num_params * (rank + 1) ** 2 / (p_med * 1e9)
+        # ratio against the median floor of this configuration: the median of every window's three rates
+        done = [w for ws in windows.values() for w in ws if "grad_ms" in w]
+        if done:
+            med = {k: float(np.median([w[k] for w in done]))
+                   for k in ("grad_ms", "gemm_gflops", "stream_gbs", "mix_ms")}
+            parts = floor_parts(med["grad_ms"] / 1e3, med["gemm_gflops"] * 1e9, med["stream_gbs"] * 1e9, num_params,
+                                rank)
             for r in config_rows:
-                r.update(floor_ms=floor_ms, grad_med_ms=g_med, gemm_med_gflops=p_med)
+                r.update(parts, grad_med_ms=med["grad_ms"], gemm_med_gflops=med["gemm_gflops"],
+                         stream_med_gbs=med["stream_gbs"], mix_med_ms=med["mix_ms"])
                 if "step_ms" in r:
-                    r["ratio"] = r["step_ms"] / floor_ms
-                    r["ratio_p10"] = r["step_p10_ms"] / floor_ms
+                    r["ratio"] = r["step_ms"] / parts["floor_ms"]
+                    r["ratio_p10"] = r["step_p10_ms"] / parts["floor_ms"]
+                    r["ratio_gemm"] = r["step_ms"] / parts["floor_gemm_ms"]
+                    r["ratio_mix"] = r["step_ms"] / (med["grad_ms"] + med["mix_ms"])
         if on_config is not None:
             on_config(rows)  # incremental outputs: a stopped run keeps the configurations it finished
     return rows
@@ -325,7 +375,9 @@ def _fmt_row(r: dict) -> str:
 
 COLUMNS = [
     "config", "params", "rank", "backend", "step_ms", "step_p10_ms", "step_min_ms", "donated_ms", "compile_s",
-    "floor_ms", "ratio", "ratio_p10", "grad_ms", "gemm_gflops", "floor_window_ms", "grad_med_ms", "gemm_med_gflops",
+    "floor_ms", "ratio", "ratio_p10", "floor_gemm_ms", "ratio_gemm", "gemm_ms", "bytes_ms", "grad_ms", "gemm_gflops",
+    "stream_gbs", "mix_ms", "floor_window_ms", "grad_med_ms", "gemm_med_gflops", "stream_med_gbs", "mix_med_ms",
+    "ratio_mix",
     "other_cores_step", "other_cores_floor", "other_cores_idle_wait", "finite", "windows", "note",
 ]  # fmt: skip
 #: the authors' filter and banditkit's backend it is compared with, in the same windows
@@ -360,15 +412,18 @@ def write_outputs(rows: list[dict], out: str, args) -> None:
         "",
         f"Command: `{provenance.suite_command('speed', args.argv)}`",
         "",
-        "Floor = median jitted `grad` of the model + 2·P·(r+1)² flops at the median 1024² GEMM rate, both "
-        "re-measured before every backend window (median over the configuration). `ratio` = median step / floor; "
-        "`ratio p10` uses the 10th-percentile step. `other` = cores used by other processes during the timed "
-        "window (0 on an idle machine); rows with other > 0.1 are not comparable to the anchor "
+        "Floor = the median jitted `grad` of the model + max(2·P·(r+1)² flops at the 1024² GEMM rate, 2·4·P·(r+1) "
+        "bytes at the streaming rate over a P×(r+1) float32 array) — a roofline: one read and one write of the "
+        "stacked factor, or its products, whichever is slower here (`floor_parts`); all three rates re-measured before "
+        "every backend window, the floor from their medians over the configuration (table below the main one). "
+        "`ratio` = median step / floor; `ratio p10` uses the 10th-percentile step; `GEMM ratio` = median step / (grad "
+        "+ GEMM term only), the floor of the tables before 2026-12-02. `other` = cores used by other processes during "
+        "the timed window (0 on an idle machine); rows with other > 0.1 are not comparable to the anchor "
         "(`shared/research/anchor-speed-reference.md`: reference HiLoFi r50 on LeNet 26–27 ms, ratio ≈ 10).",
         "",
         "| config | P | rank | backend | step ms (median) | step ms (p10) | donated ms (median) | compile s | "
-        "floor ms | ratio | ratio p10 | other | note |",
-        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "floor ms | ratio | ratio p10 | GEMM ratio | other | note |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
 
     def f(v, fmt):
@@ -379,13 +434,58 @@ def write_outputs(rows: list[dict], out: str, args) -> None:
             f"| {r['config']} | {r['params']:,} | {r['rank']} | {r['backend']} | {f(r['step_ms'], '.2f')} | "
             f"{f(r['step_p10_ms'], '.2f')} | {f(r.get('donated_ms'), '.2f')} | {f(r['compile_s'], '.1f')} | "
             f"{f(r['floor_ms'], '.2f')} | "
-            f"{f(r['ratio'], '.2f')} | {f(r['ratio_p10'], '.2f')} | {f(r['other_cores_step'], '.2f')} | "
-            f"{'' if not isinstance(r['note'], str) else r['note']} |"
+            f"{f(r['ratio'], '.2f')} | {f(r['ratio_p10'], '.2f')} | {f(r['ratio_gemm'], '.2f')} | "
+            f"{f(r['other_cores_step'], '.2f')} | {'' if not isinstance(r['note'], str) else r['note']} |"
         )
-    lines += same_run_lines(df)
+    lines += floor_lines(df) + scaling_lines(df) + same_run_lines(df)
     with open(os.path.join(out, f"{args.tag}.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
     _plot(df, os.path.join(out, f"{args.tag}.png"))
+
+
+def floor_lines(df) -> list[str]:
+    """Markdown: each configuration's floor and the rates it was made of (one row per configuration)."""
+    g = df[df["floor_ms"].notna()].drop_duplicates(["config", "rank"])
+    if g.empty:
+        return []
+    out = ["", "**The floor of each configuration** (medians over its windows; the last two columns time XLA's own "
+           "product of the step's shape, the mixing of the stacked factor that every low-rank step does, beside "
+           "the grad — a reference for how near the roofline that product itself gets, not the floor):", "",
+           "| config | P | rank | grad ms | GEMM GFLOP/s | stream GB/s | GEMM term ms | bytes term ms | floor ms | "
+           "GEMM-only floor ms | (r+1)² × (r+1)·P product ms | grad + product ms |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in g.to_dict("records"):
+        out.append(f"| {r['config']} | {r['params']:,} | {r['rank']} | {r['grad_med_ms']:.3f} | "
+                   f"{r['gemm_med_gflops']:.1f} | {r['stream_med_gbs']:.1f} | {r['gemm_ms']:.3f} | "
+                   f"{r['bytes_ms']:.3f} | "
+                   f"{r['floor_ms']:.2f} | {r['floor_gemm_ms']:.2f} | {r['mix_med_ms']:.3f} | "
+                   f"{r['grad_med_ms'] + r['mix_med_ms']:.2f} |")
+    return out
+
+
+def scaling_exponents(df, min_params: int = 90_000, rank: int = 10) -> dict[str, float]:
+    """Least-squares slope of ``log(step ms)`` on ``log P`` over the MLP configurations with ``P ≥ min_params`` at
+    ``rank`` (1 = time linear in P), per backend, and for the floor under the key ``"floor"``; backends timed on
+    fewer than two such sizes are left out."""
+    sel = df[df["config"].str.startswith("mlp") & (df["rank"] == rank) & (df["params"] >= min_params)]
+    out = {}
+    floors = sel[sel["floor_ms"].notna()].drop_duplicates("config").assign(step_ms=lambda d: d["floor_ms"])
+    for name, g in [*sel.groupby("backend"), ("floor", floors)]:
+        g = g[np.isfinite(g["step_ms"].astype(float))]
+        if g["params"].nunique() >= 2:
+            out[name] = float(np.polyfit(np.log(g["params"].astype(float)), np.log(g["step_ms"].astype(float)), 1)[0])
+    return out
+
+
+def scaling_lines(df) -> list[str]:
+    """Markdown: the fitted exponents of :func:`scaling_exponents` (none when fewer than two MLP sizes ran)."""
+    ex = scaling_exponents(df)
+    if not ex:
+        return []
+    floor = ex.pop("floor", None)
+    head = "**Growth with P at rank 10** (MLPs from 100k to 1M parameters; step ∝ P^k, k fitted by least squares"
+    head += f"; the floor's own k = {floor:.2f}):" if floor is not None else "):"
+    return ["", head, "", "; ".join(f"{b} {k:.2f}" for b, k in sorted(ex.items()))]
 
 
 def same_run_lines(df) -> list[str]:
