@@ -13,7 +13,7 @@ Covariance square root (Woodbury).  With ``B = Υ^{-1/2} W (P, n)`` and its smal
 (With the thin SVD ``B = Q diag(s) Uᵀ``: ``F = I − Q diag(s²c) Qᵀ``, and ``1 − s²c = 1/√(1+s²)``, so applying ``F``
 halves the cancellation of the Woodbury form.)  :class:`Root` holds ``(Υ^{-1/2}, W, K, K₂)``; ``B`` is never
 materialised: ``Bᵀz = Wᵀ(Υ^{-1/2} z)`` (:func:`linalg.tall_t_matmul`) and ``BᵀB = WᵀΥ⁻¹W``
-(:func:`linalg.weighted_gram`).  Directions with ``s_k = 0`` drop out of ``K`` and ``K₂``.
+(:func:`linalg.inv_weighted_gram`).  Directions with ``s_k = 0`` drop out of ``K`` and ``K₂``.
 
 Kernels (``W (P, n)``, ``z (P,)`` or ``(P, k)``, ``J (C, P)``):
 
@@ -62,7 +62,7 @@ def cov_root(prec_diag: Array, w: Array) -> Root:
     if n == 0:
         empty = jnp.zeros((0, 0), w.dtype)
         return Root(isd, w, empty, empty)
-    btb = linalg.weighted_gram(w, 1.0 / prec_diag)  # BᵀB = Wᵀ Υ⁻¹ W
+    btb = linalg.inv_weighted_gram(w, prec_diag)  # BᵀB = Wᵀ Υ⁻¹ W
     u, s2 = linalg.project_weights(btb, n)  # rows of u: eigenvectors u_kᵀ of BᵀB (zero where s_k = 0)
     root = jnp.sqrt(1.0 + s2)
     c = 1.0 / (root * (1.0 + root))

@@ -20,8 +20,9 @@ Kernels
 ``lowrank_kalman_update(...)``  one Kalman step of a ``CᵀC + qI`` block (HiLoFi hidden block, LoLoFi, LRKF),
                                 the projection done as one ``(d, d) @ (d, D)`` GEMM (no ``D``-sized Gram or transpose).
 ``sqrt_factor_update(...)``     full-rank square-root block-Joseph step in ``O(D² c)`` (HiLoFi last layer).
-``weighted_gram(W, d)``         ``Wᵀ diag(d) W`` of a tall ``(D, n)`` factor, blocked over ``D`` (LoFi's ``BᵀB``).
+``weighted_gram(W, d)``         ``Wᵀ diag(d) W`` of a tall ``(D, n)`` factor, blocked over ``D`` (``d`` of any sign).
 ``tall_t_matmul(W, z)``         ``Wᵀ z`` of a tall factor in XLA:CPU's fast operand order (LoFi's ``Bᵀz``).
+``inv_weighted_gram(W, v)``     ``Wᵀ diag(v)⁻¹ W`` (``v > 0``), blocked as Grams of ``v^{-1/2} ⊙ W`` (LoFi's ``BᵀB``).
 """
 
 from __future__ import annotations
@@ -415,10 +416,29 @@ GRAM_BLOCK = 8192  # rows per block of weighted_gram (at n = 50 a block is 1.6 M
 GRAM_MIN_SIZE = 1 << 21  # weighted_gram blocks only above P·n = 2M entries (an 8 MB float32 factor)
 
 
+def _row_block_sum(part, *xs: Array | None, block_part=None) -> Array:
+    """``Σ_b block_part(rows_b of xs)`` over blocks of ``GRAM_BLOCK`` rows of the ``(D, …)`` arrays ``xs`` (``None``
+    passes through; ``block_part`` defaults to ``part``) when ``D · n ≥ GRAM_MIN_SIZE`` with at least four blocks,
+    else ``part(xs)`` on all rows."""
+    p, n = xs[0].shape
+    nb = p // GRAM_BLOCK
+    if nb < 4 or p * n < GRAM_MIN_SIZE:
+        return part(*xs)
+    block_part = block_part or part
+
+    def rows(x, start, size):
+        return None if x is None else jax.lax.dynamic_slice_in_dim(x, start, size, 0)
+
+    g = jax.lax.fori_loop(0, nb, lambda i, g: g + block_part(*(rows(x, i * GRAM_BLOCK, GRAM_BLOCK) for x in xs)),
+                          jnp.zeros((n, n), xs[0].dtype))
+    tail = nb * GRAM_BLOCK  # the remaining D mod GRAM_BLOCK rows
+    return g + block_part(*(None if x is None else x[tail:] for x in xs))
+
+
 def weighted_gram(w: Array, d: Array | None = None) -> Array:
     """``G = Wᵀ diag(d) W`` ``(n, n)`` for ``w (P, n)`` and ``d (P,)`` (``WᵀW`` when ``d`` is None).
 
-    The reduction over the long axis ``P`` of a tall factor (LoFi's ``BᵀB = WᵀΥ⁻¹W``).  For large ``P·n`` it runs
+    The reduction over the long axis ``P`` of a tall factor.  For large ``P·n`` it runs
     as a loop over blocks of ``GRAM_BLOCK`` rows, ``G = Σ_b W_bᵀ (d_b ⊙ W_b)``: the weighted copy ``d ⊙ W`` of
     the whole ``(P, n)`` factor is never written, each block stays in cache, and XLA:CPU's transposed-operand
     product runs faster on blocks than on the whole factor (one ``(P, n)`` pass instead of two).  Isolated calls
@@ -426,24 +446,30 @@ def weighted_gram(w: Array, d: Array | None = None) -> Array:
     its weighted copy, which a compiled loop reuses): at ``P = 61,706``, ``n = 50`` one Gram 5.4 → 4.0 ms, three
     vmapped 28 → 12 ms; at ``P = 10⁶``, ``n = 10`` 24 → 8 ms.  In the MNIST runner's compiled Thompson step the
     Gram and the weighting went 15.3 → 13.0 ms for 3 seeds (profiled).  Small factors (``P·n < GRAM_MIN_SIZE``),
-    where the loop's per-block overhead dominates, take the single product.
+    where the loop's per-block overhead dominates, take the single product.  ``d`` may have any sign; for ``d > 0``
+    :func:`inv_weighted_gram` of ``1/d`` is faster on the blocked path.
     """
     def gram(wb, db):  # one product over some rows: Wᵀ diag(d) W
         return wb.T @ (wb if db is None else db[:, None] * wb)
 
-    p, n = w.shape
-    nb = p // GRAM_BLOCK
-    if nb < 4 or p * n < GRAM_MIN_SIZE:
-        return gram(w, d)
+    return _row_block_sum(gram, w, d)
 
-    def rows(x, start, size):
-        return None if x is None else jax.lax.dynamic_slice_in_dim(x, start, size, 0)
 
-    g = jax.lax.fori_loop(0, nb, lambda i, g: g + gram(rows(w, i * GRAM_BLOCK, GRAM_BLOCK),
-                                                        rows(d, i * GRAM_BLOCK, GRAM_BLOCK)),
-                          jnp.zeros((n, n), w.dtype))
-    tail = nb * GRAM_BLOCK  # the remaining P mod GRAM_BLOCK rows
-    return g + gram(w[tail:], None if d is None else d[tail:])
+def inv_weighted_gram(w: Array, v: Array) -> Array:
+    """``G = Wᵀ diag(v)⁻¹ W`` ``(n, n)`` for ``w (P, n)`` and ``v (P,) > 0`` (LoFi's ``BᵀB = WᵀΥ⁻¹W``).
+
+    :func:`weighted_gram` with ``d = 1/v``, except that on the blocked path each block's product is the Gram of one
+    operand, ``G = Σ_b B_bᵀ B_b`` with ``B_b = v_b^{-1/2} ⊙ W_b``, which XLA:CPU runs faster than ``W_bᵀ (d_b ⊙ W_b)``
+    of two different operands (on the single product, below ``GRAM_MIN_SIZE``, it is the other way round).
+    """
+    def one(wb, vb):
+        return wb.T @ ((1.0 / vb)[:, None] * wb)
+
+    def block(wb, vb):
+        bb = jax.lax.rsqrt(vb)[:, None] * wb
+        return bb.T @ bb
+
+    return _row_block_sum(one, w, v, block_part=block)
 
 
 def tall_t_matmul(w: Array, z: Array) -> Array:

@@ -46,7 +46,8 @@ Cost per step: ``update`` one ``(P, L)`` Gram ``BᵀB = WᵀΥ⁻¹W`` (the root
 of the truncation — plus the Gram ``WᵀW`` when the predict is not the identity; ``sample`` / ``predictive`` the
 same ``BᵀB`` (XLA computes it once when they share a jitted step with ``update``); ``predict`` nothing when
 ``γ = 1``, ``q = 0`` and there is no inflation, else one Gram and one GEMM.  ``B`` is never materialised (the Gram is
-:func:`linalg.weighted_gram`, ``Bᵀz`` is :func:`linalg.tall_t_matmul` of ``Υ^{-1/2} z``).
+:func:`linalg.inv_weighted_gram`, ``Bᵀz`` is :func:`linalg.tall_t_matmul` of ``Υ^{-1/2} z``).  ``J`` is taken
+leaf by leaf on the parameter pytree (:func:`~banditkit.posteriors.base.linearize`).
 
 ``rank=0`` gives the variational diagonal EKF (VD-EKF, App. A.4).  With ``rank ≥ P`` no mass is ever
 discarded and LoFi equals the full-covariance EKF.
@@ -62,7 +63,7 @@ import jax.numpy as jnp
 from banditkit._xla import flat_random as rng
 from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors import dlr, linalg
-from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, as_obs, check_common_hyper, flat_obs, linearize
+from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, as_obs, check_common_hyper, linearize
 
 Array = jax.Array
 
@@ -156,7 +157,7 @@ def lofi(
 
     def update(state: LoFiState, x, y) -> LoFiState:
         y = as_obs(y, state.mean.dtype)
-        yhat, jac, r = linearize(flat_obs(apply_fn, state.space, x), state.mean, likelihood)
+        yhat, jac, r = linearize(lambda p: apply_fn(p, x), state.space.unravel(state.mean), likelihood)
         if y.shape != yhat.shape:
             raise ValueError(f"lofi.update: y has shape {y.shape} but the model predicts {yhat.shape}; pass y as (C,)")
         v_r = linalg.chol_upper(linalg.symmetrize(r))  # R = VᵀV
@@ -172,7 +173,7 @@ def lofi(
         return state._replace(mean=mu, prec_diag=ups, prec_lr=w)
 
     def predictive(state: LoFiState, x) -> tuple[Array, Array]:
-        yhat, jac, r = linearize(flat_obs(apply_fn, state.space, x), state.mean, likelihood)
+        yhat, jac, r = linearize(lambda p: apply_fn(p, x), state.space.unravel(state.mean), likelihood)
         return yhat, linalg.symmetrize(dlr.quad(dlr.cov_root(state.prec_diag, state.prec_lr), jac) + r)
 
     def sample(key: Array, state: LoFiState):
