@@ -160,7 +160,8 @@ def floor_parts(grad_s: float, gemm_flops: float, stream_bytes: float, num_param
 
 class Floor:
     """The floor's three rates, measured now: the jitted ``grad`` of the model, the 1024² float32 GEMM rate, and
-    the streaming rate (read + write) over a ``P × (r+1)`` float32 array (:func:`floor_parts`)."""
+    the streaming rate (read + write) over a ``P × (r+1)`` float32 array (:func:`floor_parts`); and, beside the
+    floor, the time of one ``(r+1, r+1) @ (r+1, P)`` product (see :meth:`measure`)."""
 
     def __init__(self, model, params, x, reps: int, num_params: int = 1 << 16, rank: int = 10):
         self.grad = jax.jit(jax.grad(lambda p, xx: model.apply(p, xx)[0]))
