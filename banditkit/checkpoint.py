@@ -320,6 +320,32 @@ def _structure_diff(saved: list[dict], wanted: list[dict], saved_treedef: str, w
     return problems
 
 
+def _upgrade_factors(info: list[dict], values: list, wanted: list[dict]) -> tuple[list[dict], list, bool]:
+    """Read a low-rank factor saved as one array ``C (d, D)`` (checkpoints written before low-rank blocks kept
+    ``C = M B``, :class:`~banditkit.posteriors.covblocks.LowRankFactor`) as ``mix = I_d``, ``basis = C``: the same
+    factor.  Applies where the template has ``K.mix`` and ``K.basis`` and the file has ``K`` alone; returns the
+    upgraded ``(info, values, changed)``."""
+    saved = {d["key"]: i for i, d in enumerate(info)}
+    want = {d["key"]: d for d in wanted}
+    info, values, changed = list(info), list(values), False
+    for key, d in want.items():
+        if not key.endswith(".basis"):
+            continue
+        old, mix = key[: -len(".basis")], key[: -len(".basis")] + ".mix"
+        if mix not in want or old not in saved or key in saved or mix in saved:
+            continue
+        i = saved[old]
+        c = values[i]
+        if np.ndim(c) != 2:
+            continue
+        eye = np.eye(np.shape(c)[0], dtype=np.asarray(c).dtype)
+        info[i] = dict(info[i], key=key, path=d["path"])
+        info.append(dict(info[i], key=mix, path=want[mix]["path"], shape=list(eye.shape)))
+        values.append(jnp.asarray(eye) if isinstance(c, jax.Array) else eye)
+        changed = True
+    return info, values, changed
+
+
 def header(path: str | os.PathLike) -> dict:
     """The metadata :func:`load` returns, read without the arrays (``meta`` holds the caller's ``meta``)."""
     return _read(os.fspath(path), with_arrays=False)[0]
@@ -332,7 +358,8 @@ def load(path: str | os.PathLike, template: Any = None, *, posterior: Any = None
       path: the checkpoint file.
       template: an example state with the wanted structure (e.g. ``post.init(params)``). The file's leaf paths,
         shapes and dtypes and the tree structure (including NamedTuple types) must match it exactly; the state
-        is rebuilt with the template's treedef. Without it the state comes back as nested dicts / lists.
+        is rebuilt with the template's treedef. Without it the state comes back as nested dicts / lists.  A
+        low-rank factor stored as one array ``C`` (files from before ``LowRankFactor``) loads as ``(I, C)``.
       posterior: if given, its ``name`` and ``hyper`` must equal those recorded in the file.
 
     Returns:
@@ -373,7 +400,10 @@ def load(path: str | os.PathLike, template: Any = None, *, posterior: Any = None
     else:
         wanted = describe(template)
         treedef = jax.tree_util.tree_structure(template)
-        problems = _structure_diff(info, wanted, header.get("treedef", ""), str(treedef))
+        info, values, upgraded = _upgrade_factors(info, values, wanted)
+        # an upgraded file's stored treedef names the old layout; its leaves (paths, shapes, dtypes) still must match
+        problems = _structure_diff(info, wanted, str(treedef) if upgraded else header.get("treedef", ""),
+                                   str(treedef))
         if problems:
             raise ValueError(
                 f"checkpoint {p!r} does not match the template state:\n  - "

@@ -20,6 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 import banditkit as bk
+from banditkit.posteriors.covblocks import LowRankFactor
 
 #: the Gaussian observation variance of the protocol agents (make_agent's default when the committed tables were made;
 #: make_agent now reads it from the env, banditkit.agents.scales): kept so that their tables reproduce
@@ -257,10 +258,11 @@ def coordinate_init(factory: Callable, loading: float | None = None) -> Callable
     variance)."""
     import jax.numpy as jnp
 
-    def rows(c, g):
-        d, p = c.shape
-        v = jnp.sqrt(g[0]) if loading is None else jnp.asarray(loading, c.dtype)
-        return v * jnp.eye(d, p, dtype=c.dtype), jnp.full((d,), v**2, c.dtype)
+    def rows(c, g):  # C = (v I) [I | 0]
+        d, p = c.basis.shape
+        dt = c.basis.dtype
+        v = jnp.sqrt(g[0]) if loading is None else jnp.asarray(loading, dt)
+        return LowRankFactor(v * jnp.eye(d, dtype=dt), jnp.eye(d, p, dtype=dt)), jnp.full((d,), v**2, dt)
 
     def make(env):
         agent = factory(env)

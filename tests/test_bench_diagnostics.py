@@ -147,8 +147,8 @@ def test_coordinate_init_puts_the_prior_on_the_first_coordinates_and_q_moves_the
     for name in ("lrkf_ts_auth", "lrkf_ts_auth_q0"):
         agent = agents[name](env)
         s0 = agent.init(jax.random.PRNGKey(0), ctx).posterior
-        d, p = s0.cov.shape
-        np.testing.assert_array_equal(np.asarray(s0.cov), np.eye(d, p))
+        d, p = s0.cov.basis.shape
+        np.testing.assert_array_equal(np.asarray(s0.cov.dense()), np.eye(d, p))
         np.testing.assert_array_equal(np.asarray(s0.gram), np.ones(d))
         post = agent.posterior
         s1 = jax.jit(lambda s, x, y, post=post: post.update(post.predict(s), x, y))(s0, x, y)
@@ -157,8 +157,8 @@ def test_coordinate_init_puts_the_prior_on_the_first_coordinates_and_q_moves_the
     assert moved["lrkf_ts_auth"][2:].sum() > 10
     lolofi = agents["lolofi_ts_auth"](env).init(jax.random.PRNGKey(0), ctx).posterior  # loading 0.1: variance 0.01
     for c, g in ((lolofi.cov_hidden, lolofi.gram_hidden), (lolofi.cov_last, lolofi.gram_last)):
-        np.testing.assert_allclose(np.asarray(c), 0.1 * np.eye(*c.shape), rtol=1e-6)
-        np.testing.assert_allclose(np.asarray(g), 0.01 * np.ones(c.shape[0]), rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(c.dense()), 0.1 * np.eye(*c.basis.shape), rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(g), 0.01 * np.ones(c.basis.shape[0]), rtol=1e-6)
 
 
 def test_time_capped_agent_keeps_the_nonfinite_flag():
@@ -374,15 +374,16 @@ def test_diag_starvation_lowrank_probe_matches_the_dense_covariance_of_an_lrkf_p
     s = post.predict(post.update(post.init(params), x, jnp.array([1.0, -1.0])))  # q̄ = 0.01 pending after predict
     assert float(s.q) > 0
     h = jax.jacrev(lambda th: model.apply(post.mean(s._replace(mean=th)), x))(s.mean)  # (2, P)
-    sigma = s.cov.T @ s.cov + s.q * jnp.eye(s.mean.size)
+    c = s.cov.dense()
+    sigma = c.T @ c + s.q * jnp.eye(s.mean.size)
     sd, factor, capture, norm = np.asarray(ds._lowrank_probe(post, s, model.apply)(x))
     np.testing.assert_allclose(sd, np.sqrt(np.einsum("kp,pq,kq->k", h, sigma, h)), rtol=1e-4)
-    np.testing.assert_allclose(factor, np.sqrt(np.einsum("kp,pq,kq->k", h, s.cov.T @ s.cov, h)), rtol=1e-4)
-    q_rows, _ = np.linalg.qr(np.asarray(s.cov).T)  # an orthonormal basis of the row space
+    np.testing.assert_allclose(factor, np.sqrt(np.einsum("kp,pq,kq->k", h, c.T @ c, h)), rtol=1e-4)
+    q_rows, _ = np.linalg.qr(np.asarray(c).T)  # an orthonormal basis of the row space
     np.testing.assert_allclose(capture, np.linalg.norm(h @ q_rows, axis=1) / np.linalg.norm(h, axis=1), rtol=1e-4)
     np.testing.assert_allclose(norm, np.linalg.norm(h, axis=1), rtol=1e-5)
     assert 0 < capture.max() <= 1 + 1e-6
-    np.testing.assert_allclose(ds.spectrum(s), np.sort(np.sum(np.asarray(s.cov) ** 2, axis=1))[::-1], rtol=1e-5)
+    np.testing.assert_allclose(ds.spectrum(s), np.sort(np.sum(np.asarray(c) ** 2, axis=1))[::-1], rtol=1e-5)
     other = diag_ekf(model.apply).init(params)
     assert ds._lowrank_probe(None, other, model.apply) is None and ds.spectrum(other) is None
 
@@ -416,8 +417,9 @@ def test_diag_starvation_lowrank_probe_sums_lolofis_hidden_and_last_blocks():
     fields = ("mean_hidden", "mean_last")
     jh, jl = jax.jacrev(lambda ms: model.apply(post.mean(s._replace(**dict(zip(fields, ms, strict=True)))), x))(
         (s.mean_hidden, s.mean_last))
-    var = (np.einsum("kp,pq,kq->k", jh, s.cov_hidden.T @ s.cov_hidden + s.q_hidden * jnp.eye(jh.shape[1]), jh)
-           + np.einsum("kp,pq,kq->k", jl, s.cov_last.T @ s.cov_last + s.q_last * jnp.eye(jl.shape[1]), jl))
+    ch, cl = s.cov_hidden.dense(), s.cov_last.dense()
+    var = (np.einsum("kp,pq,kq->k", jh, ch.T @ ch + s.q_hidden * jnp.eye(jh.shape[1]), jh)
+           + np.einsum("kp,pq,kq->k", jl, cl.T @ cl + s.q_last * jnp.eye(jl.shape[1]), jl))
     sd, factor, capture, norm = np.asarray(ds._lowrank_probe(post, s, model.apply)(x))
     np.testing.assert_allclose(sd, np.sqrt(var), rtol=1e-4)
     assert np.all(factor < sd) and np.all((capture > 0) & (capture <= 1 + 1e-6))

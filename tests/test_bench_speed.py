@@ -56,6 +56,7 @@ def test_a_tiny_run_writes_the_floor_its_rates_and_the_ratios(tmp_path):
         assert r["floor_ms"] == pytest.approx(parts["floor_ms"]) and r["floor_ms"] >= r["floor_gemm_ms"]
         assert r["ratio"] == pytest.approx(r["step_ms"] / r["floor_ms"])
         assert r["ratio_gemm"] == pytest.approx(r["step_ms"] / r["floor_gemm_ms"])
+        assert r["ratio_donated"] == pytest.approx(r["donated_ms"] / r["floor_ms"])
         assert math.isfinite(r["ratio"]) and np.isfinite(r["step_p10_ms"])
     md = (out / "t.md").read_text()
     assert "**The floor of each configuration**" in md and "| mlp10k | 10,465 | 10 |" in md

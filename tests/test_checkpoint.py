@@ -213,3 +213,32 @@ def test_agent_state_round_trip_and_resume(tmp_path):
     key = jax.random.PRNGKey(5)
     assert int(agent.act(key, loaded, ctx)[0]) == int(agent.act(key, state, ctx)[0])
     _assert_tree_equal(agent.observe(loaded, ctx, 1, 1.0), agent.observe(state, ctx, 1, 1.0))
+
+
+@pytest.mark.parametrize("backend", ["hilofi", "lrkf"])
+def test_low_rank_factor_saved_as_one_array_loads_as_mix_and_basis(tmp_path, backend):
+    """A checkpoint from before low-rank blocks kept ``C = M B`` stores ``C`` as one array: it loads as ``(I, C)``,
+    the same factor, and resumes exactly as the state it came from; a shape that does not fit still fails."""
+    model = bk.models.MLP(features=(4,), out=1)
+    params = model.init(jax.random.PRNGKey(0), jnp.zeros(2))
+    post = getattr(bk.posteriors, backend)(model.apply, bk.likelihoods.Gaussian(0.1), rank=3)
+    state = post.init(params)
+    for i in range(3):
+        state = post.update(post.predict(state), jnp.array([0.3 * i, -0.2]), jnp.array([0.1 * i]))
+    field = "cov_hidden" if backend == "hilofi" else "cov"
+    old = state._replace(**{field: getattr(state, field).dense()})  # the old layout: C (d, D) as one leaf
+    f = tmp_path / "old.npz"
+    checkpoint.save(f, old, posterior=post)
+    loaded, _ = checkpoint.load(f, template=post.init(params), posterior=post)
+    factor = getattr(loaded, field)
+    np.testing.assert_array_equal(factor.mix, np.eye(3, dtype=np.float32))
+    np.testing.assert_array_equal(factor.basis, getattr(old, field))
+    x, y = jnp.array([0.5, 0.5]), jnp.array([1.0])
+    a, b = post.update(loaded, x, y), post.update(state, x, y)
+    np.testing.assert_allclose(getattr(a, field).dense(), getattr(b, field).dense(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(a.mean if backend == "lrkf" else a.mean_hidden,
+                               b.mean if backend == "lrkf" else b.mean_hidden, rtol=1e-5, atol=1e-6)
+    bad = old._replace(**{field: getattr(old, field)[:, :-1]})  # one parameter short: still a clear mismatch
+    checkpoint.save(f, bad, posterior=post)
+    with pytest.raises(ValueError, match="shape"):
+        checkpoint.load(f, template=post.init(params), posterior=post)

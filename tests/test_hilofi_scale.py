@@ -76,7 +76,7 @@ def test_rank_last_is_lolofi_with_a_low_rank_head():
     a, b = hilofi(model.apply, Gaussian(0.1), **kw), lolofi(model.apply, Gaussian(0.1), **kw)
     assert a.name == b.name == "lolofi" and a.hyper == b.hyper
     sa, sb = a.init(params), b.init(params)
-    assert sa.cov_last.shape == (4, d)
+    assert sa.cov_last.basis.shape == (4, d) and sa.cov_last.mix.shape == (4, 4)
     # each backend's step jitted on its own (one compiled program each instead of every primitive of the 401-wide
     # step run one by one); equal programs give equal bits, different ones would not
     step_a, step_b = (jax.jit(lambda s, x, y, p=p: p.update(p.predict(s), x, y)) for p in (a, b))

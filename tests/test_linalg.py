@@ -104,18 +104,10 @@ def test_lowrank_kalman_update_matches_dense_surrogate(x64, use_q, d):
     k = sig @ h.T @ np.linalg.inv(s)
     a_kh = np.eye(dim) - k @ h
     surrogate = a_kh @ c.T @ c @ a_kh.T + k @ r @ k.T + q * np.eye(dim)
-    out = linalg.lowrank_kalman_update(
-        jnp.asarray(mu),
-        jnp.asarray(c),
-        jnp.asarray(np.sum(c**2, 1)),
-        jnp.asarray(h),
-        jnp.asarray(c @ h.T),
-        linalg.chol_upper(jnp.asarray(s)),
-        linalg.sqrt_psd(jnp.asarray(r)),
-        jnp.asarray(eps),
-        q,
-        use_q,
-    )
+    s_chol = linalg.chol_upper(jnp.asarray(s))
+    step = linalg.lowrank_kalman_weights(jnp.asarray(np.sum(c**2, 1)), jnp.asarray(h), jnp.asarray(c @ h.T), s_chol,
+                                         linalg.sqrt_psd(jnp.asarray(r)), jnp.asarray(eps), q, use_q)
+    out = linalg.lowrank_kalman_update(jnp.asarray(mu), jnp.asarray(c), step, s_chol, jnp.asarray(h))
     mu_new, c_new, g_new = (np.asarray(o) for o in out)
     np.testing.assert_allclose(mu_new, mu + k @ eps, atol=1e-10)
     evals, evecs = _top_eig(surrogate, d)

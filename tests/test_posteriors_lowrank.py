@@ -89,7 +89,7 @@ def test_lrkf_full_rank_equals_kalman_filter(x64, q, mode):
             sig = a @ (gamma**2 * sig) @ a.T + R * k @ k.T + (q * np.eye(p) if mode == "carry" else 0.0)
         state = step(state, x, y)
         np.testing.assert_allclose(state.mean, mu, atol=1e-10)
-        np.testing.assert_allclose(state.cov.T @ state.cov, sig, atol=1e-10)
+        np.testing.assert_allclose(state.cov.dense().T @ state.cov.dense(), sig, atol=1e-10)
         yh, cov = post.predictive(state, x)
         np.testing.assert_allclose(cov, h @ sig @ h.T + R * np.eye(CY), atol=1e-10)
         if q > 0:  # the next step's predictive holds q̄ again, in either mode
@@ -127,7 +127,7 @@ def test_hilofi_frozen_hidden_is_kalman_filter_on_last_layer(x64, last_cov):
         state = step(state, x, y)
         np.testing.assert_allclose(np.r_[state.mean_hidden, state.mean_last], mu, atol=1e-10)
         np.testing.assert_allclose(_sigma_last(post, state), sig[h0.size :, h0.size :], atol=1e-10)
-        np.testing.assert_allclose(state.cov_hidden, 0.0)
+        np.testing.assert_allclose(state.cov_hidden.dense(), 0.0)
 
 
 def _blockdiag_oracle(apply_fn, space, params, data, c_h, c_l, q_h, q_l, gamma, mode="carry"):
@@ -180,7 +180,7 @@ def test_hilofi_full_hidden_rank_equals_blockdiagonal_filter(x64, q_h, q_l, gamm
         dynamics_mode=mode,
     )  # rank 50 > D_h: clipped to D_h
     state = post.init(params)
-    assert state.cov_hidden.shape == (space.size_hidden, space.size_hidden)
+    assert state.cov_hidden.dense().shape == (space.size_hidden, space.size_hidden)
     step = jax.jit(lambda s, x, y: post.update(post.predict(s), x, y))
     for (x, y), (mh, ml, sh, sl) in zip(
         data, _blockdiag_oracle(apply_fn, space, params, data, 0.7, 1.3, q_h, q_l, gamma, mode), strict=True
@@ -188,7 +188,7 @@ def test_hilofi_full_hidden_rank_equals_blockdiagonal_filter(x64, q_h, q_l, gamm
         state = step(state, x, y)
         np.testing.assert_allclose(state.mean_hidden, mh, atol=1e-10)
         np.testing.assert_allclose(state.mean_last, ml, atol=1e-10)
-        np.testing.assert_allclose(state.cov_hidden.T @ state.cov_hidden, sh, atol=1e-10)
+        np.testing.assert_allclose(state.cov_hidden.dense().T @ state.cov_hidden.dense(), sh, atol=1e-10)
         np.testing.assert_allclose(_sigma_last(post, state), sl, atol=1e-10)
 
 
@@ -231,8 +231,9 @@ def test_lolofi_full_ranks_equals_hilofi(x64, mode):
     b = _run(lolofi(apply_fn, Gaussian(R), rank_last=DL, **kw), params, data)
     np.testing.assert_allclose(a.mean_hidden, b.mean_hidden, atol=1e-10)
     np.testing.assert_allclose(a.mean_last, b.mean_last, atol=1e-10)
-    np.testing.assert_allclose(_sigma_last(post_a, a), b.cov_last.T @ b.cov_last, atol=1e-10)
-    np.testing.assert_allclose(a.cov_hidden.T @ a.cov_hidden, b.cov_hidden.T @ b.cov_hidden, atol=1e-10)
+    np.testing.assert_allclose(_sigma_last(post_a, a), b.cov_last.dense().T @ b.cov_last.dense(), atol=1e-10)
+    ch_a, ch_b = a.cov_hidden.dense(), b.cov_hidden.dense()
+    np.testing.assert_allclose(ch_a.T @ ch_a, ch_b.T @ ch_b, atol=1e-10)
 
 
 def test_lrkf_low_rank_is_eckart_young_of_the_update(x64):
@@ -244,7 +245,7 @@ def test_lrkf_low_rank_is_eckart_young_of_the_update(x64):
     s0 = post.init(params)
     ((x, y),) = _data(1)
     s1 = post.update(s0, x, y)
-    c0, h = np.asarray(s0.cov), _jac(apply_fn, space, x)
+    c0, h = np.asarray(s0.cov.dense()), _jac(apply_fn, space, x)
     sig = c0.T @ c0
     np.testing.assert_allclose(sig @ sig, 0.9 * sig, atol=1e-12)  # prior variance 0.9 on a rank-d subspace
     mu, post_cov = _kf_step(
@@ -253,7 +254,42 @@ def test_lrkf_low_rank_is_eckart_young_of_the_update(x64):
     evals, evecs = np.linalg.eigh(post_cov)
     best = evecs[:, -d:] @ np.diag(evals[-d:]) @ evecs[:, -d:].T
     np.testing.assert_allclose(s1.mean, mu, atol=1e-10)
-    np.testing.assert_allclose(s1.cov.T @ s1.cov, best, atol=1e-10)
+    np.testing.assert_allclose(s1.cov.dense().T @ s1.cov.dense(), best, atol=1e-10)
+    np.testing.assert_array_equal(s1.cov.basis, s0.cov.basis)  # q = 0: the basis stays; only M moved
+
+
+@pytest.mark.parametrize("q", [0.0, 0.05])
+def test_low_rank_block_as_mix_and_basis_equals_the_factor_kernel(x64, q):
+    """``C = M B``: with ``q = 0`` the block moves ``M`` only (``B`` stays the initial rows) and every step equals
+    :func:`linalg.lowrank_kalman_update` on the dense ``C`` (itself checked against the dense surrogate in
+    test_linalg); with ``q > 0`` the new rows leave ``B``'s span, so the update writes ``B = C``, ``M = I``."""
+    from banditkit.posteriors import linalg
+
+    params, apply_fn = _linear_model()
+    space = ParamSpace(params)
+    gamma = 0.9
+    post = lrkf(apply_fn, Gaussian(R), rank=3, init_cov=0.8, dynamics_cov=q, forgetting=gamma, seed=2)
+    state = post.init(params)
+    basis0 = np.asarray(state.cov.basis)
+    mu, c, g = (jnp.asarray(v) for v in (state.mean, state.cov.dense(), state.gram))
+    step = jax.jit(lambda s, x, y: post.update(post.predict(s), x, y))
+    for x, y in _data(6):
+        h = jnp.asarray(_jac(apply_fn, space, x))
+        mu, c, g, qbar = gamma * mu, gamma * c, gamma**2 * g, q  # predict (q̄ was consumed by the last update)
+        a = c @ h.T
+        s = a.T @ a + qbar * (h @ h.T) + R * jnp.eye(CY)
+        s_chol = linalg.chol_upper(s)
+        st = linalg.lowrank_kalman_weights(g, h, a, s_chol, linalg.sqrt_psd(R * jnp.eye(CY)), jnp.asarray(y) - h @ mu,
+                                           qbar, q > 0)
+        mu, c, g = linalg.lowrank_kalman_update(mu, c, st, s_chol, h)
+        state = step(state, x, y)
+        np.testing.assert_allclose(state.mean, mu, atol=1e-10)
+        np.testing.assert_allclose(state.cov.dense(), c, atol=1e-10)
+        np.testing.assert_allclose(state.gram, g, atol=1e-10)
+        if q == 0:
+            np.testing.assert_array_equal(state.cov.basis, basis0)
+        else:
+            np.testing.assert_array_equal(state.cov.mix, np.eye(3))
 
 
 def test_dynamics_and_forgetting_act(x64):
@@ -317,17 +353,19 @@ def test_categorical_ten_classes_finite():
         np.testing.assert_allclose(float(jnp.sum(m)), 1.0, rtol=1e-5)
 
 
-def test_tracked_gram_stays_exact_in_float32():
-    """The state keeps diag(C Cᵀ) instead of recomputing it; it must match the factor after many steps."""
+@pytest.mark.parametrize("q", [1e-3, 0.0])
+def test_tracked_gram_stays_exact_in_float32(q):
+    """The state keeps diag(C Cᵀ) instead of recomputing it; it must match the factor after many steps (with
+    q = 0 the factor is M B with B fixed, so this also checks that M's products keep C's rows orthogonal)."""
     model, params = _mlp()
-    post = hilofi(model.apply, Gaussian(0.1), rank=6, dynamics_cov=1e-3)
+    post = hilofi(model.apply, Gaussian(0.1), rank=6, dynamics_cov=q)
     state = post.init(params)
     step = jax.jit(lambda s, x, y: post.update(post.predict(s), x, y))
     rng = np.random.default_rng(1)
     for _ in range(150):
         x = rng.normal(size=5).astype(np.float32)
         state = step(state, jnp.asarray(x), jnp.asarray([np.sin(x.sum())], jnp.float32))
-    cc = np.asarray(state.cov_hidden, np.float64) @ np.asarray(state.cov_hidden, np.float64).T
+    cc = np.asarray(state.cov_hidden.dense(), np.float64) @ np.asarray(state.cov_hidden.dense(), np.float64).T
     scale = np.max(np.diag(cc))
     np.testing.assert_allclose(np.diag(cc), state.gram_hidden, rtol=1e-3, atol=1e-5 * scale)
     assert np.max(np.abs(cc - np.diag(np.diag(cc)))) < 1e-4 * scale
@@ -341,7 +379,7 @@ def test_sample_moments_and_structure(x64):
         jax.random.split(jax.random.PRNGKey(0), 20000)
     )
     cov = np.cov(np.asarray(draws).T)
-    target = np.asarray(state.cov.T @ state.cov) + 0.05 * np.eye(cov.shape[0])
+    target = np.asarray(state.cov.dense().T @ state.cov.dense()) + 0.05 * np.eye(cov.shape[0])
     np.testing.assert_allclose(cov, target, atol=0.04)
     hp = hilofi(apply_fn, Gaussian(R), rank=2)
     hs = hp.init(params)
@@ -373,7 +411,7 @@ def test_million_parameter_mlp_one_step():
     params = model.init(jax.random.PRNGKey(0), jnp.zeros(10))
     post = hilofi(model.apply, Gaussian(0.1), rank=10)
     state = post.init(params)
-    assert state.cov_hidden.shape == (10, 1_012_000) and state.cov_last.shape == (1001, 1001)
+    assert state.cov_hidden.basis.shape == (10, 1_012_000) and state.cov_last.shape == (1001, 1001)
     state = jax.jit(lambda s, x, y: post.update(post.predict(s), x, y))(state, jnp.ones(10), jnp.ones(1))
     assert all(bool(jnp.all(jnp.isfinite(v))) for v in jax.tree_util.tree_leaves(state))
     assert float(jnp.max(jnp.abs(state.mean_hidden - ParamSpace(params, "head").split(params)[0]))) > 0

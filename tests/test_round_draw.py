@@ -53,10 +53,11 @@ def _state(post):
 
 def _dense_last(st, kw) -> np.ndarray:
     """``Σ_ℓ (D_ℓ, D_ℓ)`` written out from the state (with the pending ``q̄_ℓ`` the draw includes)."""
-    cov = np.asarray(st.cov_last, np.float64)
     d = st.mean_last.size
     if "rank_last" in kw:
+        cov = np.asarray(st.cov_last.dense(), np.float64)
         return cov.T @ cov + float(st.q_last) * np.eye(d)
+    cov = np.asarray(st.cov_last, np.float64)
     dense = kw.get("dynamics_cov", 0) > 0  # last_cov="auto": a dense Σ_ℓ with q_ℓ > 0 (q̄_ℓ pending in "gain")
     if "arms" in kw:
         index = arm_layout.arm_index(st.space, K, "hilofi", True)

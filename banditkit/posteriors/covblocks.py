@@ -17,10 +17,14 @@ in the block (a Thompson draw of a head given the other blocks, :func:`banditkit
 
 Forms (``q``: the drift variance per ``predict``, ``γ``: forgetting; ``carry``: ``dynamics_mode="carry"``):
 
-* :func:`lowrank`: ``Σ = CᵀC + q̄I``, ``C (d, D)`` with orthogonal rows, ``gram = diag(CCᵀ) (d,)``.  predict
-  ``C ← γC``, ``q̄ ← γ²q̄ + q``; update :func:`linalg.lowrank_kalman_update` (best rank-``d`` factor, ``P_{d,+q̄}``
-  when carried, ``P_d`` otherwise); draw ``μ + Cᵀε + √q̄ z``.  The hidden block of HiLoFi, LoLoFi's last layer, and
-  all of LRKF.
+* :func:`lowrank`: ``Σ = CᵀC + q̄I``, ``C (d, D)`` with orthogonal rows kept as :class:`LowRankFactor` ``C = M B``
+  (``M (d, d)``, ``B (d, D)``), ``gram = diag(CCᵀ) (d,)``.  predict ``M ← γM``, ``q̄ ← γ²q̄ + q``; update
+  :func:`linalg.lowrank_kalman_weights` (best rank-``d`` factor, ``P_{d,+q̄}`` when carried, ``P_d`` otherwise),
+  ``C ← (WΦ) C + q (WΨ) S⁻¹H``; draw ``μ + Cᵀε + √q̄ z``.  The hidden block of HiLoFi, LoLoFi's last layer, and
+  all of LRKF.  With ``q ≡ 0`` every update maps ``C`` to ``(WΦ) C``, so ``C_t = M_t C_0`` never leaves the row
+  space of ``C_0``: the block keeps ``B`` fixed (the random orthonormal rows drawn at ``init``) and updates
+  ``M ← (WΦ) M`` only — no ``(d, d) @ (d, D)`` GEMM and no ``(d, D)`` write per step, the same posterior.  With
+  ``q > 0`` the new rows ``S⁻¹H`` leave that space: ``B ← C_new``, ``M ← I`` every update.
 * :func:`full` of a :class:`FullForm`, one ``(D, D)`` matrix: :func:`sqrt_form` keeps ``U`` with ``Σ = UᵀU``
   (predict ``U ← Q_R(γU, √q I)`` as :func:`linalg.add_isotropic_factor`; update :func:`linalg.sqrt_factor_update`),
   :func:`dense_form` keeps ``Σ`` (predict ``Σ ← γ²Σ + qI``; update :func:`linalg.dense_block_update`; a draw
@@ -49,11 +53,37 @@ from banditkit.posteriors import linalg
 Array = jax.Array
 
 
+class LowRankFactor(NamedTuple):
+    """A low-rank block's factor ``C = M B`` (``Σ = CᵀC + q̄I``): ``mix = M (d, d)``, ``basis = B (d, D)``.
+
+    With no dynamics noise ``B`` is the initial random orthonormal rows and stays fixed while ``M`` moves; with
+    ``q > 0`` each update writes ``B = C`` and ``M = I``.  :meth:`dense` forms ``C`` (one ``(d, d) @ (d, D)``
+    product).  :func:`as_factor` reads a bare ``C`` as ``LowRankFactor(I, C)`` (e.g. a state built by hand).
+    """
+
+    mix: Array  # M (d, d)
+    basis: Array  # B (d, D)
+
+    def dense(self) -> Array:
+        """``C = M B (d, D)``."""
+        return self.mix @ self.basis
+
+
+def as_factor(c) -> LowRankFactor:
+    """``c`` as a :class:`LowRankFactor`: itself, or a bare ``C (d, D)`` as ``LowRankFactor(I_d, C)``."""
+    if isinstance(c, LowRankFactor):
+        return c
+    c = jnp.asarray(c)
+    if c.ndim != 2:
+        raise ValueError(f"a low-rank factor C must be a (d, D) matrix, got shape {c.shape}")
+    return LowRankFactor(jnp.eye(c.shape[0], dtype=c.dtype), c)
+
+
 class BlockState(NamedTuple):
     """One block's part of a filter state (a view the filter builds from its own fields)."""
 
     mean: Array  # μ (D,)
-    cov: Array  # low-rank: C (d, D); sqrt: U (D, D); dense: Σ (D, D); per-arm: (K, P_k, P_k)
+    cov: Any  # low-rank: LowRankFactor C = M B; sqrt: U (D, D); dense: Σ (D, D); per-arm: (K, P_k, P_k)
     gram: Array  # low-rank: diag(C Cᵀ) (d,); full forms: (0,)
     q: Array  # () pending isotropic variance q̄
 
@@ -62,7 +92,7 @@ class Projection(NamedTuple):
     """A block's view of one linearisation."""
 
     jac: Array  # J_b (C, D), or the observed arm's J_k (1, P_k)
-    cross: Array  # low-rank: A = C Jᵀ (d, C); sqrt: B = U Jᵀ (D, C); dense: G = Σ Jᵀ (D, C)
+    cross: Array  # low-rank: A = M(B Jᵀ) (d, C); sqrt: B = U Jᵀ (D, C); dense: G = Σ Jᵀ (D, C)
     s: Array  # S_b (C, C): this block's share of the innovation covariance
     arm: Any = None  # per-arm: (k, index_k (P_k,)), the observed arm and its entries of μ
 
@@ -121,15 +151,15 @@ def check_dynamics_mode(name: str, mode) -> bool:
 
 
 @partial(jax.jit, static_argnums=(1, 2, 4))
-def _lowrank_init(key: Array, rank: int, dim: int, var, dtype) -> tuple[Array, Array]:
-    """``C_0 = √var · Q`` with ``Q (d, dim)`` orthonormal dense random rows; ``gram = var · 1``.
+def _lowrank_init(key: Array, rank: int, dim: int, var, dtype) -> tuple[LowRankFactor, Array]:
+    """``C_0 = (√var · I) Q`` with ``Q (d, dim)`` orthonormal dense random rows; ``gram = var · 1``.
 
     Jitted once per shape for the whole process (cheaper than the eager QR and friends at every ``init``).
     """
     d = min(rank, dim)
     q = linalg.orthonormal_rows(key, d, dim, dtype)
     v = jnp.asarray(var, dtype)
-    return jnp.sqrt(v) * q, v * jnp.ones((d,), dtype)
+    return LowRankFactor(jnp.sqrt(v) * jnp.eye(d, dtype=dtype), q), v * jnp.ones((d,), dtype)
 
 
 def _pending_outer(s: Array, q: Array, jac: Array, on: bool) -> Array:
@@ -139,7 +169,8 @@ def _pending_outer(s: Array, q: Array, jac: Array, on: bool) -> Array:
 
 def lowrank(rank: int, init_cov, dynamics_cov, forgetting, carry: bool) -> CovBlock:
     """Low-rank block ``Σ = CᵀC + q̄I`` (see the module docstring); ``C_0 = √init_cov · Q`` with ``Q`` random
-    orthonormal dense rows (digest erratum 14.2.3), ``rank`` clipped to the block size."""
+    orthonormal dense rows (digest erratum 14.2.3), ``rank`` clipped to the block size; ``C`` kept as
+    :class:`LowRankFactor` ``M B``, ``B`` fixed while ``q ≡ 0``."""
     use_q = not is_zero(dynamics_cov)
 
     def init(key, mean, space) -> BlockState:
@@ -150,20 +181,33 @@ def lowrank(rank: int, init_cov, dynamics_cov, forgetting, carry: bool) -> CovBl
     def predict(b: BlockState) -> BlockState:
         dt = b.mean.dtype
         g = jnp.asarray(forgetting, dt)
-        return BlockState(g * b.mean, g * b.cov, g**2 * b.gram, g**2 * b.q + jnp.asarray(dynamics_cov, dt))
+        c = b.cov
+        return BlockState(g * b.mean, c._replace(mix=g * c.mix), g**2 * b.gram,
+                          g**2 * b.q + jnp.asarray(dynamics_cov, dt))
 
     def project(b: BlockState, jac, space) -> Projection:
-        a = b.cov @ jac.T  # (d, C)
+        c = b.cov
+        a = c.mix @ (c.basis @ jac.T)  # (d, C): one read of B
         return Projection(jac, a, _pending_outer(a.T @ a, b.q, jac, use_q))
 
     def update(b: BlockState, p: Projection, inn: Innovation, s_other, space) -> BlockState:
-        mean, c, g = linalg.lowrank_kalman_update(b.mean, b.cov, b.gram, p.jac, p.cross, inn.s_chol, inn.r_half,
-                                                  inn.innov, b.q, use_q, carry)
-        return BlockState(mean, c, g, jnp.zeros((), mean.dtype))
+        c = b.cov
+        st = linalg.lowrank_kalman_weights(b.gram, p.jac, p.cross, inn.s_chol, inn.r_half, inn.innov, b.q, use_q,
+                                           carry)
+        mix = st.left @ c.mix  # C ← (WΦ) C  as  M ← (WΦ) M
+        mean = b.mean + (st.u @ c.mix) @ c.basis  # μ + Cᵀu: the second read of B
+        if use_q:  # the new rows S⁻¹H leave B's span: B ← C_new, M ← I
+            basis = mix @ c.basis + st.q_left @ linalg.solve_spd_factor(inn.s_chol, p.jac)
+            c = LowRankFactor(jnp.eye(mix.shape[0], dtype=mix.dtype), basis)
+            mean = mean + st.q_u @ p.jac
+        else:
+            c = c._replace(mix=mix)
+        return BlockState(mean, c, st.gram, jnp.zeros((), mean.dtype))
 
     def sample(k1, k2, b: BlockState, space) -> Array:
         dt = b.mean.dtype
-        draw = b.mean + rng.normal(k1, (b.cov.shape[0],), dt) @ b.cov
+        c = b.cov
+        draw = b.mean + (rng.normal(k1, (c.mix.shape[0],), dt) @ c.mix) @ c.basis
         return draw + jnp.sqrt(b.q) * rng.normal(k2, draw.shape, dt) if use_q else draw
 
     def outputs(b: BlockState, jac, space) -> Array:

@@ -5,8 +5,10 @@ Parameters are split by path into a hidden block ``h (D_h,)`` and a last-layer b
 (``last_layer="head"``).  State (:class:`HiLoFiState`):
 
 * ``mean_hidden (D_h,)``, ``mean_last (D_ℓ,)``;
-* ``cov_hidden = C (d, D_h)``: ``Σ_h = CᵀC + q̄_h I``, rows of ``C`` mutually orthogonal, ``gram_hidden =
-  diag(C Cᵀ) (d,)`` (kept in the state so no step recomputes ``C Cᵀ``);
+* ``cov_hidden = C (d, D_h)``: ``Σ_h = CᵀC + q̄_h I``, rows of ``C`` mutually orthogonal, kept as
+  :class:`~banditkit.posteriors.covblocks.LowRankFactor` ``C = M B`` (``.dense()`` forms ``C``; with ``q_h = 0``
+  ``B`` stays the initial random rows and an update moves ``M (d, d)`` only), ``gram_hidden = diag(C Cᵀ) (d,)``
+  (kept in the state so no step recomputes ``C Cᵀ``);
 * HiLoFi, ``last_cov="sqrt"``: ``cov_last = U (D_ℓ, D_ℓ)``, a full square root ``Σ_ℓ = UᵀU`` (upper-triangular
   at ``init``; the ``O(D_ℓ² C)`` update keeps it a square root, not a triangle).  HiLoFi, ``last_cov="dense"``:
   ``cov_last = Σ_ℓ (D_ℓ, D_ℓ)`` itself.  LoLoFi (``rank_last=d_ℓ``): ``cov_last = C_ℓ
@@ -24,7 +26,8 @@ the mean.
 :update:   ``ŷ, H̃ = ∂ŷ/∂h (C, D_h), L̃ = ∂ŷ/∂ℓ (C, D_ℓ)``, ``ε = y − ŷ``;
           ``S = H̃Σ_hH̃ᵀ + L̃Σ_ℓL̃ᵀ + R``;  ``K_hᵀ = S⁻¹H̃Σ_h``, ``K_ℓᵀ = S⁻¹L̃Σ_ℓ``;  ``h += K_hε``, ``ℓ += K_ℓε``;
           hidden: ``C ← P_{d,+q̄_h}(C(I − K_hH̃)ᵀ, R½K_hᵀ)``, ``q̄_h ← 0``  (best rank-``d`` factor of the surrogate
-          ``(I−K_hH̃)CᵀC(I−K_hH̃)ᵀ + K_hRK_hᵀ + q̄_h I``; :func:`linalg.lowrank_kalman_update`);
+          ``(I−K_hH̃)CᵀC(I−K_hH̃)ᵀ + K_hRK_hᵀ + q̄_h I``; :func:`linalg.lowrank_kalman_weights`: ``C ← (WΦ)C``,
+          with ``q_h = 0`` as ``M ← (WΦ)M``);
           HiLoFi last layer: ``Σ_ℓ ← (I−K_ℓL̃)Σ_ℓ(I−K_ℓL̃)ᵀ + K_ℓRK_ℓᵀ`` exactly — sqrt: as a square root
           (:func:`linalg.sqrt_factor_update`); dense: expanded with ``G = Σ_ℓL̃ᵀ``, ``K_ℓ = G S⁻¹`` into
           ``Σ_ℓ − K_ℓ(S + S_h)K_ℓᵀ`` (``S_h = H̃Σ_hH̃ᵀ``; :func:`linalg.dense_block_update`), ``O(D_ℓ² C)``;
@@ -101,7 +104,7 @@ from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors import covblocks, linalg
 from banditkit.posteriors.arms import check_arms
 from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, as_obs, check_common_hyper, linearize_blocks
-from banditkit.posteriors.covblocks import BlockState
+from banditkit.posteriors.covblocks import BlockState, LowRankFactor
 
 Array = jax.Array
 
@@ -109,9 +112,9 @@ Array = jax.Array
 class HiLoFiState(NamedTuple):
     mean_hidden: Array  # (D_h,)
     mean_last: Array  # (D_ℓ,)
-    cov_hidden: Array  # C (d, D_h), orthogonal rows
+    cov_hidden: LowRankFactor  # C = M B (d, D_h), orthogonal rows
     gram_hidden: Array  # diag(C Cᵀ) (d,)
-    cov_last: Array  # HiLoFi: U or Σ_ℓ (D_ℓ, D_ℓ), or (K, P_k, P_k) blocks with arms=K; LoLoFi: C_ℓ (d_ℓ, D_ℓ)
+    cov_last: Array | LowRankFactor  # HiLoFi: U or Σ_ℓ (D_ℓ, D_ℓ), or (K, P_k, P_k) with arms=K; LoLoFi: C_ℓ = M B
     gram_last: Array  # LoLoFi: diag(C_ℓ C_ℓᵀ) (d_ℓ,); HiLoFi: (0,)
     q_hidden: Array  # () pending isotropic variance of the hidden block
     q_last: Array  # () pending isotropic variance of the last block (LoLoFi, or dynamics_mode="gain"; else 0)

@@ -19,6 +19,8 @@ Kernels
 ``sqrt_psd(R)``                 symmetric square root of a small PSD matrix (exists when ``R`` is singular).
 ``lowrank_kalman_update(...)``  one Kalman step of a ``CᵀC + qI`` block (HiLoFi hidden block, LoLoFi, LRKF),
                                 the projection done as one ``(d, d) @ (d, D)`` GEMM (no ``D``-sized Gram or transpose).
+``lowrank_kalman_weights(...)`` its small half: the ``(d, d)`` weights on ``C`` (a factor kept as ``C = M B``
+                                updates ``M`` only).
 ``sqrt_factor_update(...)``     full-rank square-root block-Joseph step in ``O(D² c)`` (HiLoFi last layer).
 ``weighted_gram(W, d)``         ``Wᵀ diag(d) W`` of a tall ``(D, n)`` factor, blocked over ``D`` (``d`` of any sign).
 ``tall_t_matmul(W, z)``         ``Wᵀ z`` of a tall factor in XLA:CPU's fast operand order (LoFi's ``Bᵀz``).
@@ -26,6 +28,8 @@ Kernels
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -268,9 +272,22 @@ def sqrt_psd(r: Array) -> Array:
     return (evecs * jnp.sqrt(jnp.maximum(evals, 0.0))[None, :]) @ evecs.T
 
 
-def lowrank_kalman_update(
-    mean: Array,
-    c: Array,
+class LowRankStep(NamedTuple):
+    """One Kalman step of a ``CᵀC + qI`` block as small weights on ``C`` (:func:`lowrank_kalman_weights`).
+
+    Applied to a factor ``C (d, D)``: ``μ ← μ + Cᵀu (+ Hᵀ q_u)``, ``C ← left · C (+ q_left · S⁻¹H)``; so a factor kept
+    as ``C = M B`` takes ``M ← left · M`` and ``μ ← μ + Bᵀ(Mᵀu)`` when ``use_q`` is off, touching nothing ``D``-sized
+    but ``B``'s one read.
+    """
+
+    u: Array  # (d,) A S⁻¹ε
+    left: Array  # (d, d) WΦ
+    gram: Array  # (d,) diag of the new C Cᵀ (s2)
+    q_left: Array | None  # (d, c_y) q·WΨ with use_q, else None
+    q_u: Array | None  # (c_y,) q·S⁻¹ε with use_q, else None
+
+
+def lowrank_kalman_weights(
     gram: Array,
     jac: Array,
     a: Array,
@@ -280,16 +297,11 @@ def lowrank_kalman_update(
     q: Array | float = 0.0,
     use_q: bool = False,
     carry_q: bool = True,
-) -> tuple[Array, Array, Array]:
-    """Kalman update of one block with covariance ``CᵀC + qI`` (rows of ``C`` orthogonal) with one big GEMM.
-
-    This is the hidden-block step of HiLoFi / LoLoFi and the whole LRKF step (seed 003, Algorithm 1 lines
-    6–7, 10, 12 and Algorithm 4), rewritten so that no ``D``-sized Gram or transposed copy is formed:
+) -> LowRankStep:
+    """The ``(d + c_y)``-sized half of :func:`lowrank_kalman_update`: everything but the passes over ``D``.
 
     Args:
-      mean: ``μ (D,)`` block mean.
-      c: ``C (d, D)`` factor, rows mutually orthogonal (the invariant every projection restores).
-      gram: ``(d,)`` ``diag(C Cᵀ)`` — the whole Gram, since it is diagonal.
+      gram: ``(d,)`` ``diag(C Cᵀ)`` — the whole Gram, since it is diagonal (``C`` itself is not needed).
       jac: ``H (c_y, D)`` Jacobian of the observation mean w.r.t. this block.
       a: ``A = C Hᵀ (d, c_y)`` (the caller computes it anyway for ``S``).
       s_chol: upper Cholesky factor of the *total* innovation covariance ``S`` (all blocks plus ``R``).
@@ -300,6 +312,42 @@ def lowrank_kalman_update(
       carry_q: static switch; ``True`` (the paper's ``P_{d,+q}``) adds ``q`` to the kept eigenvalues, so the new
         factor carries it; ``False`` projects with ``P_d`` — ``q`` then acts on this step's gain only (seed 003's
         reference code: its projection adds ``q`` to the small Gram's eigenvalues and divides it out again).
+
+    With ``Z = S⁻¹Aᵀ``, ``Φ = [I − AZ ; R½Z]``, ``Ψ = [−A ; R½]`` and ``(W, s2) = P_{d,+q}`` weights of ``N Nᵀ``
+    (``N = Φ C + q Ψ S⁻¹H``): ``u = A S⁻¹ε``, ``left = WΦ``, ``gram = s2``; with ``use_q`` also
+    ``q_left = q WΨ`` and ``q_u = q S⁻¹ε``.
+    """
+    d = a.shape[0]
+    dtype = a.dtype
+    s_inv_eps = solve_spd_factor(s_chol, innov[:, None])[:, 0]  # (c_y,)
+    z = solve_spd_factor(s_chol, a.T)  # S⁻¹Aᵀ (c_y, d)
+    phi = jnp.concatenate([jnp.eye(d, dtype=dtype) - a @ z, r_half @ z], axis=0)  # (d+c_y, d)
+    g_n = (phi * gram[None, :]) @ phi.T
+    if use_q:
+        psi = jnp.concatenate([-a, r_half], axis=0)  # (d+c_y, c_y)
+        vv = solve_spd_factor(s_chol, solve_spd_factor(s_chol, jac @ jac.T).T)  # S⁻¹HHᵀS⁻¹
+        cross = phi @ z.T @ psi.T
+        g_n = g_n + q * (cross + cross.T) + q**2 * (psi @ vv @ psi.T)
+    w, s2 = project_weights(g_n, d, q if use_q and carry_q else 0.0)
+    if not use_q:
+        return LowRankStep(a @ s_inv_eps, w @ phi, s2, None, None)
+    return LowRankStep(a @ s_inv_eps, w @ phi, s2, q * (w @ psi), q * s_inv_eps)
+
+
+def lowrank_kalman_update(mean: Array, c: Array, step: LowRankStep, s_chol: Array, jac: Array
+                          ) -> tuple[Array, Array, Array]:
+    """Kalman update of one block with covariance ``CᵀC + qI`` (rows of ``C`` orthogonal) with one big GEMM.
+
+    This is the hidden-block step of HiLoFi / LoLoFi and the whole LRKF step (seed 003, Algorithm 1 lines
+    6–7, 10, 12 and Algorithm 4), rewritten so that no ``D``-sized Gram or transposed copy is formed:
+
+    Args:
+      mean: ``μ (D,)`` block mean.
+      c: ``C (d, D)`` factor, rows mutually orthogonal (the invariant every projection restores).
+      step: :func:`lowrank_kalman_weights` of this step (``C``'s Gram, ``H``, ``A = C Hᵀ``, ``S``, ``R½``, ``ε``,
+        ``q``) — the ``(d + c_y)``-sized half.
+      s_chol: upper Cholesky factor of the *total* innovation covariance ``S`` (all blocks plus ``R``).
+      jac: ``H (c_y, D)`` Jacobian of the observation mean w.r.t. this block.
 
     Equations (``Z = S⁻¹Aᵀ``, ``V = S⁻¹H``; ``Kᵀ = Z C + q V`` is never formed):
       ``μ ← μ + Kε = μ + Cᵀ(A S⁻¹ε) + q Vᵀε``;
@@ -313,26 +361,12 @@ def lowrank_kalman_update(
     ``(I−KH)(CᵀC)(I−KH)ᵀ + KRKᵀ + qI`` (Corollary C.3; without the ``+ qI`` when ``carry_q=False``), exactly the
     Joseph form when ``q = 0`` and ``d`` covers the stacked rank.
     """
-    d = c.shape[0]
-    dtype = c.dtype
-    s_inv_eps = solve_spd_factor(s_chol, innov[:, None])[:, 0]  # (c_y,)
-    z = solve_spd_factor(s_chol, a.T)  # S⁻¹Aᵀ (c_y, d)
-    u = a @ s_inv_eps  # (d,)
-    phi = jnp.concatenate([jnp.eye(d, dtype=dtype) - a @ z, r_half @ z], axis=0)  # (d+c_y, d)
-    g_n = (phi * gram[None, :]) @ phi.T
-    if use_q:
-        psi = jnp.concatenate([-a, r_half], axis=0)  # (d+c_y, c_y)
-        vv = solve_spd_factor(s_chol, solve_spd_factor(s_chol, jac @ jac.T).T)  # S⁻¹HHᵀS⁻¹
-        cross = phi @ z.T @ psi.T
-        g_n = g_n + q * (cross + cross.T) + q**2 * (psi @ vv @ psi.T)
-    w, s2 = project_weights(g_n, d, q if use_q and carry_q else 0.0)
-    c_new = (w @ phi) @ c  # (d, D): the one O(d²D) pass
-    dmean = u @ c  # a second read of C; cheaper than slicing a (d+1, D) product (that copies (d, D))
-    if use_q:
-        v = solve_spd_factor(s_chol, jac)  # (c_y, D)
-        c_new = c_new + q * ((w @ psi) @ v)
-        dmean = dmean + q * (s_inv_eps @ jac)
-    return mean + dmean, c_new, s2
+    c_new = step.left @ c  # (d, D): the one O(d²D) pass
+    dmean = step.u @ c  # a second read of C; cheaper than slicing a (d+1, D) product (that copies (d, D))
+    if step.q_left is not None:
+        c_new = c_new + step.q_left @ solve_spd_factor(s_chol, jac)
+        dmean = dmean + step.q_u @ jac
+    return mean + dmean, c_new, step.gram
 
 
 _FUSED_RANK_MAX = 16  # dense_block_update: up to this many outputs, the Σ update is one fused elementwise pass

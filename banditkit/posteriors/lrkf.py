@@ -1,7 +1,8 @@
 """LRKF: one low-rank square-root covariance over all parameters (seed 003, Appendix E.3, Algorithm 4 with the
 digest's errata: ``ŷ`` and ``H`` at the *previous* mean, ``Q_R(C Hᵀ, √q Hᵀ, R½)``, and ``P_{d,+q}`` not ``P_d``).
 
-State (:class:`LRKFState`): ``mean μ (P,)``; ``cov = C (d, P)`` with orthogonal rows and ``gram = diag(C Cᵀ)
+State (:class:`LRKFState`): ``mean μ (P,)``; ``cov = C (d, P)`` with orthogonal rows, kept as
+:class:`~banditkit.posteriors.covblocks.LowRankFactor` ``C = M B`` (``.dense()`` forms it), and ``gram = diag(C Cᵀ)
 (d,)``; ``q`` the isotropic variance not yet folded into ``C``; ``space`` the parameter layout.  Covariance
 ``Σ = CᵀC + q̄ I``: one :func:`banditkit.posteriors.covblocks.lowrank` block over all parameters (HiLoFi's hidden
 block), linearised by :func:`banditkit.posteriors.base.linearize` on the parameter pytree.
@@ -12,8 +13,10 @@ Model: ``θ_t = γθ_{t−1} + u_t``, ``u ~ N(0, q I)``; ``y ~ N(m(f(θ, x)), R)
 :update:   ``ŷ = m(f(μ, x))``, ``H = ∂ŷ/∂θ (C, P)``, ``ε = y − ŷ``, ``S = H(CᵀC + q̄I)Hᵀ + R``,
           ``Kᵀ = S⁻¹H(CᵀC + q̄I)``;  ``μ ← μ + Kε``;
           ``C ← P_{d,+q̄}(C(I − KH)ᵀ, R½Kᵀ)``, ``q̄ ← 0`` — the best rank-``d`` factor of the surrogate
-          ``(I−KH)CᵀC(I−KH)ᵀ + KRKᵀ + q̄I`` (:func:`linalg.lowrank_kalman_update`; one ``(d, d) @ (d, P)``
-          GEMM per step, never a ``P × P`` matrix).  With ``q = 0`` and ``rank ≥ P`` this is the exact Kalman filter.
+          ``(I−KH)CᵀC(I−KH)ᵀ + KRKᵀ + q̄I`` (:func:`linalg.lowrank_kalman_weights`; never a ``P × P`` matrix:
+          with ``q > 0`` one ``(d, d) @ (d, P)`` GEMM per step; with ``q = 0`` ``C = M B`` keeps ``B`` fixed and the
+          step moves ``M (d, d)`` only, two reads of ``B`` and no write).  With ``q = 0`` and ``rank ≥ P`` this is
+          the exact Kalman filter.
           ``dynamics_mode="gain"``: ``P_d`` instead of ``P_{d,+q̄}`` — the factor of ``(I−KH)CᵀC(I−KH)ᵀ + KRKᵀ``,
           ``q̄`` in the gain only (seed 003's reference code); with ``rank ≥ P`` the exact Joseph form with the
           gain of ``CᵀC + q̄I`` applied to ``CᵀC``.
@@ -54,14 +57,14 @@ import jax
 from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors import covblocks, linalg
 from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, as_obs, check_common_hyper, linearize
-from banditkit.posteriors.covblocks import BlockState
+from banditkit.posteriors.covblocks import BlockState, LowRankFactor
 
 Array = jax.Array
 
 
 class LRKFState(NamedTuple):
     mean: Array  # (P,)
-    cov: Array  # C (d, P), orthogonal rows
+    cov: LowRankFactor  # C = M B (d, P), orthogonal rows
     gram: Array  # diag(C Cᵀ) (d,)
     q: Array  # () pending isotropic variance
     space: ParamSpace  # the parameter layout (static: no leaves)

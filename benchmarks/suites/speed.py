@@ -361,6 +361,8 @@ def run(args, on_config=None) -> list[dict]:
                     r["ratio_p10"] = r["step_p10_ms"] / parts["floor_ms"]
                     r["ratio_gemm"] = r["step_ms"] / parts["floor_gemm_ms"]
                     r["ratio_mix"] = r["step_ms"] / (med["grad_ms"] + med["mix_ms"])
+                    if r.get("donated_ms") is not None and np.isfinite(r["donated_ms"]):
+                        r["ratio_donated"] = r["donated_ms"] / parts["floor_ms"]
         if on_config is not None:
             on_config(rows)  # incremental outputs: a stopped run keeps the configurations it finished
     return rows
@@ -376,9 +378,9 @@ def _fmt_row(r: dict) -> str:
 
 COLUMNS = [
     "config", "params", "rank", "backend", "step_ms", "step_p10_ms", "step_min_ms", "donated_ms", "compile_s",
-    "floor_ms", "ratio", "ratio_p10", "floor_gemm_ms", "ratio_gemm", "gemm_ms", "bytes_ms", "grad_ms", "gemm_gflops",
-    "stream_gbs", "mix_ms", "floor_window_ms", "grad_med_ms", "gemm_med_gflops", "stream_med_gbs", "mix_med_ms",
-    "ratio_mix",
+    "floor_ms", "ratio", "ratio_p10", "ratio_donated", "floor_gemm_ms", "ratio_gemm", "gemm_ms", "bytes_ms", "grad_ms",
+    "gemm_gflops", "stream_gbs", "mix_ms", "floor_window_ms", "grad_med_ms", "gemm_med_gflops", "stream_med_gbs",
+    "mix_med_ms", "ratio_mix",
     "other_cores_step", "other_cores_floor", "other_cores_idle_wait", "finite", "windows", "note",
 ]  # fmt: skip
 #: the authors' filter and banditkit's backend it is compared with, in the same windows
@@ -417,14 +419,15 @@ def write_outputs(rows: list[dict], out: str, args) -> None:
         "bytes at the streaming rate over a P×(r+1) float32 array) — a roofline: one read and one write of the "
         "stacked factor, or its products, whichever is slower here (`floor_parts`); all three rates re-measured before "
         "every backend window, the floor from their medians over the configuration (table below the main one). "
-        "`ratio` = median step / floor; `ratio p10` uses the 10th-percentile step; `GEMM ratio` = median step / (grad "
+        "`ratio` = median step / floor; `ratio p10` uses the 10th-percentile step; `donated ratio` = donated ms / "
+        "floor (the state updated in place, as the runner's compiled loop does); `GEMM ratio` = median step / (grad "
         "+ GEMM term only), the floor of the tables before 2026-12-02. `other` = cores used by other processes during "
         "the timed window (0 on an idle machine); rows with other > 0.1 are not comparable to the anchor "
         "(`shared/research/anchor-speed-reference.md`: reference HiLoFi r50 on LeNet 26–27 ms, ratio ≈ 10).",
         "",
         "| config | P | rank | backend | step ms (median) | step ms (p10) | donated ms (median) | compile s | "
-        "floor ms | ratio | ratio p10 | GEMM ratio | other | note |",
-        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "floor ms | ratio | ratio p10 | donated ratio | GEMM ratio | other | note |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
 
     def f(v, fmt):
@@ -435,7 +438,8 @@ def write_outputs(rows: list[dict], out: str, args) -> None:
             f"| {r['config']} | {r['params']:,} | {r['rank']} | {r['backend']} | {f(r['step_ms'], '.2f')} | "
             f"{f(r['step_p10_ms'], '.2f')} | {f(r.get('donated_ms'), '.2f')} | {f(r['compile_s'], '.1f')} | "
             f"{f(r['floor_ms'], '.2f')} | "
-            f"{f(r['ratio'], '.2f')} | {f(r['ratio_p10'], '.2f')} | {f(r['ratio_gemm'], '.2f')} | "
+            f"{f(r['ratio'], '.2f')} | {f(r['ratio_p10'], '.2f')} | {f(r.get('ratio_donated'), '.2f')} | "
+            f"{f(r['ratio_gemm'], '.2f')} | "
             f"{f(r['other_cores_step'], '.2f')} | {'' if not isinstance(r['note'], str) else r['note']} |"
         )
     lines += floor_lines(df) + scaling_lines(df) + same_run_lines(df)

@@ -151,7 +151,7 @@ def _min_bytes(state) -> float:
         p = state.mean_hidden.size + state.mean_last.size
     else:
         low, full, p = [state.cov], [], state.mean.size
-    return 4.0 * (3 * sum(c.size for c in low) + 2 * p + 3 * sum(c.size for c in full))
+    return 4.0 * (3 * sum(c.basis.size for c in low) + 2 * p + 3 * sum(c.size for c in full))
 
 
 def _setup(cname: str, backend: str, rank: int):

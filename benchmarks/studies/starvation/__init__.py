@@ -32,6 +32,7 @@ import time
 import numpy as np
 import pandas as pd
 
+from banditkit.posteriors.covblocks import LowRankFactor
 from benchmarks import agents as A
 from benchmarks.harness import options, provenance, tables
 
@@ -84,17 +85,17 @@ def probe(agent, state, env, seed: int, images: int = 20, draws: int = 50, param
 
 def _one_factor(ps) -> bool:
     """Whether a posterior state has one low-rank factor ``cov (d, P)`` over all ``P`` parameters (LRKF)."""
-    return hasattr(ps, "cov") and hasattr(ps, "gram") and ps.mean.ndim == 1 and ps.cov.ndim == 2
+    return hasattr(ps, "cov") and hasattr(ps, "gram") and ps.mean.ndim == 1 and isinstance(ps.cov, LowRankFactor)
 
 
 def _factor_blocks(ps) -> list[tuple[str, object, object, object]] | None:
     """``(mean field, C (d, D), diag(C Cᵀ) (d,), q̄)`` per block whose covariance is ``CᵀC + q̄I``: LRKF's one block,
     LoLoFi's hidden and last blocks; ``None`` for other posteriors (HiLoFi's full last layer among them)."""
     if _one_factor(ps):
-        return [("mean", ps.cov, ps.gram, ps.q)]
-    if hasattr(ps, "cov_hidden") and ps.gram_last.size and ps.cov_last.ndim == 2:
-        return [("mean_hidden", ps.cov_hidden, ps.gram_hidden, ps.q_hidden),
-                ("mean_last", ps.cov_last, ps.gram_last, ps.q_last)]
+        return [("mean", ps.cov.dense(), ps.gram, ps.q)]
+    if hasattr(ps, "cov_hidden") and isinstance(ps.cov_last, LowRankFactor):
+        return [("mean_hidden", ps.cov_hidden.dense(), ps.gram_hidden, ps.q_hidden),
+                ("mean_last", ps.cov_last.dense(), ps.gram_last, ps.q_last)]
     return None
 
 
