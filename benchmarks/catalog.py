@@ -145,6 +145,11 @@ STUDIES = [
           "issue 58: where a HiLoFi / LoLoFi / LRKF step's time goes on the 100k-1M MLPs (pieces, XLA flops and bytes, "
           "GEMM-rate and bandwidth floors), the exponent of step time against P per allocator, the q-term pass 4 ways",
           "studies/scale_1m/results/scale_1m{,_kept}_{profile,scaling,qterm}.md, .csv"),
+    Entry("hilofi_gap", "benchmarks.studies.hilofi_gap",
+          "issue 55: why default HiLoFi-TS trails on Mushroom / Adult / MovieLens: a per-round trace (arm kinds, "
+          "Thompson spread, calibration) and one-change variants paired against make_agent's default, with a "
+          "pre-registered rule for the head's prior variance (head_m2) on the four headline sets",
+          "studies/hilofi_gap/results/hilofi_gap{,_trace}.md, .csv"),
 ]
 
 

@@ -3,9 +3,10 @@
 What is timed: ``predict`` + ``update`` fused under one ``jax.jit`` (one observation per step, scalar Gaussian
 output, float32), the protocol of ``shared/research/anchor-speed-reference.md`` (a new state buffer per step);
 then the same window again with the state donated to the step (``donate_argnums=0``: updated in place, as inside
-banditkit's runner), reported as ``donated ms``.  Neither is always faster: in place, the full EKF at P = 10⁴
-skips allocating 438 MB per step (139 → 32 ms), while HiLoFi on the 1M MLP pays for copies XLA inserts to update
-its factors in place (21 → 37 ms).  ``ratio`` uses the first (the anchor's protocol):
+banditkit's runner), reported as ``donated ms`` and ``donated ratio``.  Neither is always faster: a new buffer per
+step allocates (and page-faults) the whole state, a donated one lets XLA update in place but costs a copy wherever an
+operand must outlive the in-place write (both are in ``speed.md``).  A low-rank block at ``q = 0`` leaves its basis
+unchanged, so only the new-buffer protocol pays for it (a copy).  ``ratio`` uses the first (the anchor's protocol):
 
 * compile time (``lower`` + ``compile``) is reported separately;
 * ``--warmup`` steps on fresh random ``(x, y)``, then ``--steps`` timed steps, each ``block_until_ready``; the
