@@ -137,3 +137,41 @@ def test_the_one_gram_fast_path_has_the_same_likelihood_and_gradient():
         np.testing.assert_allclose(fast[1], full[1], rtol=1e-7)
         assert -fast[0] == pytest.approx(priors.log_marginal_likelihood([np.exp(z[0])], [g], y, np.exp(z[1])),
                                          rel=1e-9)
+
+
+class _FeaturesAreTheInput:
+    """A model whose head input is the context itself, ``φ(x) = x`` (known answer for the unit-head rule)."""
+
+    def init(self, key, x):
+        return {"params": {"head": {"kernel": jnp.zeros((x.shape[-1], 2)), "bias": jnp.zeros((2,))}}}
+
+    def apply(self, params, x, return_features=False):
+        head = params["params"]["head"]
+        return x if return_features else x @ head["kernel"] + head["bias"]
+
+
+def test_unit_head_variance_is_one_over_the_mean_squared_feature_norm_plus_one():
+    contexts = np.array([[1.0, 0.0, 0.0], [1.0, 1.0, 1.0], [2.0, 0.0, 0.0], [0.0, 0.0, 0.0]])  # ‖x‖² = 1, 3, 4, 0
+    model = _FeaturesAreTheInput()
+    params = model.init(None, jnp.asarray(contexts[0]))
+    assert priors.unit_head_variance(model, params, contexts) == pytest.approx(1.0 / (2.0 + 1.0))
+
+
+def test_unit_head_prior_reads_the_envs_contexts_and_declines_without_a_functional_form():
+    import gymnasium as gym
+
+    from banditkit.agents import make_agent
+    from banditkit.agents.factory import default_model
+
+    env = gym.make("banditkit/Mushroom-v0", max_steps=8)
+    model, _ = default_model(env.unwrapped, "hilofi")
+    value = priors.unit_head_prior(env, model)
+    fb = env.unwrapped.functional(0, priors.ROUNDS)
+    contexts = np.asarray(fb.contexts)[np.asarray(fb.index)]
+    params = model.init(jax.random.PRNGKey(0), contexts[0])
+    phi = np.asarray(jax.vmap(lambda x: model.apply(params, x, return_features=True))(jnp.asarray(contexts)))
+    assert value == pytest.approx(1.0 / (np.mean(np.sum(phi.astype(np.float64) ** 2, axis=1)) + 1.0), rel=1e-6)
+    assert make_agent("hilofi-thompson", env).posterior.hyper["init_cov_last"] == pytest.approx(value)
+    given = make_agent("hilofi-thompson", env, posterior_kwargs=dict(init_cov_last=2.0))
+    assert given.posterior.hyper["init_cov_last"] == 2.0  # a given head prior is kept
+    assert priors.unit_head_prior(object(), model) is None  # no functional form: make_agent keeps the constant

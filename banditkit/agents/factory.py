@@ -30,6 +30,7 @@ data: ``subspace_ekf``) gets ``warmup_steps = WARMUP_PER_ARM · K`` round-robin 
 
 from __future__ import annotations
 
+from banditkit.agents import priors as _priors
 from banditkit.agents import scales as _scales
 from banditkit.agents.bandit import BanditAgent, accepts_keyword, backends
 from banditkit.likelihoods import Gaussian
@@ -43,6 +44,9 @@ DEFAULT_HYPER: dict[str, dict] = {
     "diag_ekf": dict(init_cov=0.01),
     "linear": dict(init_cov=1.0, noise="nig"),
     "lofi": dict(rank=10, init_cov=0.01),
+    # init_cov_last: the fallback; on the default multi-output model make_agent sets it from the env's contexts,
+    # 1 / E[‖φ(x)‖² + 1] (banditkit.agents.priors.unit_head_prior: the head's prior moves an output by about the
+    # largest expected reward; benchmarks/studies/hilofi_gap)
     "hilofi": dict(rank=10, init_cov_hidden=0.01, init_cov_last=1.0),
     # q = 1e-4: with q = 0 a low-rank factor never leaves its initial random rows, so LoLoFi's and LRKF's weights
     # move only inside a fixed random subspace; q = 1e-4 beat q = 0 on every seed of Shuttle, Adult, Mushroom,
@@ -176,7 +180,9 @@ def make_agent(
         :func:`banditkit.agents.scales.reward_scale`).
       model: override the default reward model (its head covariance stays one dense block: pass
         ``posterior_kwargs=dict(arms=K)`` to keep one block per arm when the head is a ``K``-output ``Dense``).
-      posterior_kwargs / policy_kwargs: override :data:`DEFAULT_HYPER` / the policy's defaults.
+      posterior_kwargs / policy_kwargs: override :data:`DEFAULT_HYPER` / the policy's defaults.  HiLoFi's head prior
+        ``init_cov_last``, unless given, is :func:`banditkit.agents.priors.unit_head_prior` on the default
+        multi-output model (``1 / E[‖φ(x)‖² + 1]`` over the env's first contexts; the constant without them).
       agent_class: a :class:`BanditAgent` subclass to build instead (same constructor).
       agent_kwargs: passed to :class:`BanditAgent` (``likelihood``, ``obs_noise``, ``warmup_steps``, ...).
         Without ``obs_noise`` or ``likelihood`` the Gaussian observation variance comes from the env's own rewards:
@@ -202,6 +208,10 @@ def make_agent(
     factory = backends()[post_name]
     hyper = _filtered(factory, DEFAULT_HYPER.get(post_name, {}))
     hyper.update(posterior_kwargs or {})
+    if post_name == "hilofi" and model is None and not per_arm and "init_cov_last" not in (posterior_kwargs or {}):
+        unit = _priors.unit_head_prior(u, default)  # None without a functional form: the constant stays
+        if unit is not None:
+            hyper["init_cov_last"] = unit
     if (post_name in ARM_BLOCK_BACKENDS and model is None and not per_arm and "arms" not in (posterior_kwargs or {})
             and hyper.get("rank_last") is None):
         hyper["arms"] = int(u.num_actions)  # the default K-output head's covariance kept as K per-arm blocks

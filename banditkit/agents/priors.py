@@ -31,7 +31,20 @@ Which rule ``make_agent`` should use, if either, is measured in ``benchmarks/stu
 ``results/prior_scale.md``): the constants against both rules for HiLoFi-, LoFi- and LRKF-TS on the suite's data
 and on two environments outside it.  Neither rule beat the constants on every row there (empirical Bayes helped
 HiLoFi-TS on Shuttle, Adult and Fashion-MNIST but lost on Wheel, and lost with LoFi-TS and LRKF-TS on Mushroom), so
-``make_agent`` keeps its constants; these functions are the measured candidates.
+``make_agent`` keeps its constants for the hidden layers and for LoFi and LRKF; these functions are the measured
+candidates.
+
+**Unit head** (:func:`unit_head_variance`, make_agent's HiLoFi head prior): the agents observe ``y = r / s`` with
+``s = max |E r|`` (:mod:`banditkit.agents.scales`), so the largest expected reward is 1 in observed units.  A head
+``f_k(x) = w_kᵀ φ(x) + b_k`` with prior ``(w_k, b_k) ~ N(·, σ_ℓ² I)`` moves an output by ``σ_ℓ² (‖φ(x)‖² + 1)`` in
+variance, ``φ(x)`` the head's input; the rule makes that 1 on average over the env's contexts::
+
+    σ_ℓ² = 1 / E_x[‖φ(x)‖² + 1]      (φ at the initial weights, x over the first 256 contexts of functional(0, ·))
+
+— a head-prior draw moves an output by about the largest expected reward.  The constant 1.0 it replaces moved it by
+1.7–5.9 times that on the benchmark tables (``E[‖φ‖² + 1]`` = 2.9–35 for ``MLP(50, 50)``), and a second-moment
+rule (``E[y²] − R`` in place of 1) starved Wheel's rare large payoffs: ``benchmarks/studies/hilofi_gap`` (README,
+``results/hilofi_gap.md``).
 """
 
 from __future__ import annotations
@@ -249,3 +262,28 @@ def empirical_bayes_prior(env, model, params, scale: float = 1.0, rounds: int = 
     (c,), noise_profile = empirical_bayes_variances([fan["hidden"] * gh + fan["last"] * gl], residual)
     return {"all": tied, "hidden": c * fan["hidden"], "last": c * fan["last"], "obs_noise": noise,
             "obs_noise_profile": noise_profile}
+
+
+def unit_head_variance(model, params, contexts) -> float:
+    """``σ_ℓ² = 1 / E[‖φ(x)‖² + 1]`` (module docstring, *Unit head*): ``φ(x) = model.apply(params, x,
+    return_features=True)`` the head's input (``H``,) for each of ``contexts`` ``(n, ...)``; the ``+ 1`` is the
+    head's bias."""
+    phi = jax.vmap(lambda x: jnp.ravel(model.apply(params, x, return_features=True)))(jnp.asarray(contexts))
+    return float(1.0 / (np.mean(np.sum(np.asarray(phi, np.float64) ** 2, axis=1)) + 1.0))
+
+
+def unit_head_prior(env, model, rounds: int = ROUNDS) -> float | None:
+    """:func:`unit_head_variance` of ``model`` (multi-output, with ``return_features``) at ``model.init(PRNGKey(0))``
+    over the contexts of ``env.unwrapped.functional(0, rounds)``; ``None`` when the env has no functional form or the
+    model does not expose its head's input."""
+    u = getattr(env, "unwrapped", env)
+    if not hasattr(u, "functional"):
+        return None
+    try:
+        fb = u.functional(0, rounds)
+        contexts = np.asarray(fb.contexts)[np.asarray(fb.index)]
+        params = model.init(jax.random.PRNGKey(0), contexts[0])
+        value = unit_head_variance(model, params, contexts)
+    except (TypeError, ValueError, NotImplementedError):  # no such read or no return_features: the constant stays
+        return None
+    return value if np.isfinite(value) and value > 0 else None
