@@ -147,9 +147,10 @@ STUDIES = [
           "studies/scale_1m/results/scale_1m{,_kept}_{profile,scaling,qterm}.md, .csv"),
     Entry("hilofi_gap", "benchmarks.studies.hilofi_gap",
           "issue 55: why default HiLoFi-TS trails on Mushroom / Adult / MovieLens: a per-round trace (arm kinds, "
-          "Thompson spread, calibration) and one-change variants paired against make_agent's default, with a "
-          "pre-registered rule for the head's prior variance (head_m2) on the four headline sets",
-          "studies/hilofi_gap/results/hilofi_gap{,_trace}.md, .csv"),
+          "Thompson spread, calibration) and one-change variants paired against make_agent's default, with two "
+          "pre-registered rules for the head's prior variance (head_m2, head_unit) on the four headline sets, Wheel, "
+          "Fashion-MNIST and MNIST",
+          "studies/hilofi_gap/results/hilofi_gap{,_trace,_long}.md, .csv"),
 ]
 
 
