@@ -489,16 +489,3 @@ def test_registry_names():
     for n in ["hilofi", "lolofi", "lrkf"]:
         assert bk.posteriors.get(n) is getattr(bk.posteriors, n)
 
-
-def test_as_factor_reads_a_bare_factor_as_identity_mix():
-    """``covblocks.as_factor``: a bare ``C (d, D)`` becomes ``(I_d, C)`` (the same factor), a factor stays itself,
-    anything but a matrix is refused."""
-    from banditkit.posteriors.covblocks import LowRankFactor, as_factor
-
-    c = jnp.arange(6.0).reshape(2, 3)
-    f = as_factor(c)
-    np.testing.assert_array_equal(f.mix, np.eye(2))
-    np.testing.assert_array_equal(f.dense(), c)
-    assert as_factor(f) is f and isinstance(f, LowRankFactor)
-    with pytest.raises(ValueError, match=r"\(d, D\) matrix"):
-        as_factor(jnp.ones(3))

@@ -276,12 +276,8 @@ def unit_head_prior(env, model, rounds: int = ROUNDS) -> float | None:
     """:func:`unit_head_variance` of ``model`` (multi-output, with ``return_features``) at ``model.init(PRNGKey(0))``
     over the contexts of ``env.unwrapped.functional(0, rounds)``; ``None`` when the env has no functional form or the
     model does not expose its head's input."""
-    u = getattr(env, "unwrapped", env)
-    if not hasattr(u, "functional"):
-        return None
     try:
-        fb = u.functional(0, rounds)
-        contexts = np.asarray(fb.contexts)[np.asarray(fb.index)]
+        contexts = logged_rounds(env, rounds)[0]  # ValueError without a functional form
         params = model.init(jax.random.PRNGKey(0), contexts[0])
         value = unit_head_variance(model, params, contexts)
     except (TypeError, ValueError, NotImplementedError):  # no such read or no return_features: the constant stays

@@ -58,7 +58,7 @@ class LowRankFactor(NamedTuple):
 
     With no dynamics noise ``B`` is the initial random orthonormal rows and stays fixed while ``M`` moves; with
     ``q > 0`` each update writes ``B = C`` and ``M = I``.  :meth:`dense` forms ``C`` (one ``(d, d) @ (d, D)``
-    product).  :func:`as_factor` reads a bare ``C`` as ``LowRankFactor(I, C)`` (e.g. a state built by hand).
+    product).
     """
 
     mix: Array  # M (d, d)
@@ -67,16 +67,6 @@ class LowRankFactor(NamedTuple):
     def dense(self) -> Array:
         """``C = M B (d, D)``."""
         return self.mix @ self.basis
-
-
-def as_factor(c) -> LowRankFactor:
-    """``c`` as a :class:`LowRankFactor`: itself, or a bare ``C (d, D)`` as ``LowRankFactor(I_d, C)``."""
-    if isinstance(c, LowRankFactor):
-        return c
-    c = jnp.asarray(c)
-    if c.ndim != 2:
-        raise ValueError(f"a low-rank factor C must be a (d, D) matrix, got shape {c.shape}")
-    return LowRankFactor(jnp.eye(c.shape[0], dtype=c.dtype), c)
 
 
 class BlockState(NamedTuple):
@@ -194,14 +184,12 @@ def lowrank(rank: int, init_cov, dynamics_cov, forgetting, carry: bool) -> CovBl
         c = b.cov
         st = linalg.lowrank_kalman_weights(b.gram, p.jac, p.cross, inn.s_chol, inn.r_half, inn.innov, b.q, use_q,
                                            carry)
-        mix = st.left @ c.mix  # C ← (WΦ) C  as  M ← (WΦ) M
-        mean = b.mean + (st.u @ c.mix) @ c.basis  # μ + Cᵀu: the second read of B
+        st = st._replace(left=st.left @ c.mix, u=st.u @ c.mix)  # the weights on B, as C = M B
         if use_q:  # the new rows S⁻¹H leave B's span: B ← C_new, M ← I
-            basis = mix @ c.basis + st.q_left @ linalg.solve_spd_factor(inn.s_chol, p.jac)
-            c = LowRankFactor(jnp.eye(mix.shape[0], dtype=mix.dtype), basis)
-            mean = mean + st.q_u @ p.jac
-        else:
-            c = c._replace(mix=mix)
+            mean, basis, _ = linalg.lowrank_kalman_update(b.mean, c.basis, st, inn.s_chol, p.jac)
+            c = LowRankFactor(jnp.eye(c.mix.shape[0], dtype=c.mix.dtype), basis)
+        else:  # M ← (WΦ) M; μ + Cᵀu is the second read of B
+            mean, c = b.mean + st.u @ c.basis, c._replace(mix=st.left)
         return BlockState(mean, c, st.gram, jnp.zeros((), mean.dtype))
 
     def sample(k1, k2, b: BlockState, space) -> Array:
