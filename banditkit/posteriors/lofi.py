@@ -84,9 +84,24 @@ def _is_number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+def _per_param_variances(params, init_cov):
+    """``init_cov`` (a pytree like ``params``, leaves scalars or of the leaf's shape) broadcast to every parameter;
+    raises ``ValueError`` for a different structure or a variance that is not ``> 0``."""
+    try:
+        var = jax.tree_util.tree_map(lambda p, v: jnp.broadcast_to(jnp.asarray(v, p.dtype), p.shape), params, init_cov)
+    except (ValueError, TypeError) as e:
+        raise ValueError("lofi: a per-layer init_cov must be a pytree with the parameters' structure whose leaves are "
+                         f"prior variances (scalars or the leaf's shape): {e}") from e
+    for path, v in jax.tree_util.tree_flatten_with_path(var)[0]:
+        if not isinstance(v, jax.core.Tracer) and not bool(jnp.all(v > 0)):
+            raise ValueError(f"lofi: init_cov at {jax.tree_util.keystr(path)} is a prior variance and must be > 0 "
+                             "(this backend keeps its inverse)")
+    return var
+
+
 def lofi(
     apply_fn: ApplyFn, likelihood: Likelihood = Gaussian(1.0), *,
-    rank: int = 10, init_cov: float = 1.0, dynamics_cov: float = 0.0, forgetting: float = 1.0,
+    rank: int = 10, init_cov=1.0, dynamics_cov: float = 0.0, forgetting: float = 1.0,
     inflation: str = "bayesian", inflation_factor: float = 0.0, spherical: bool = False,
 ) -> Posterior:
     """LoFi: EKF with a diagonal-plus-rank-``rank`` precision over all parameters (see module docstring).
@@ -95,7 +110,9 @@ def lofi(
       apply_fn: ``apply_fn(params, x) -> (C,)`` for one unbatched input (``x`` any pytree).
       likelihood: observation model (``Gaussian``, ``Bernoulli`` or ``Categorical``).
       rank: ``L ≥ 0``, columns of the low-rank precision factor (``0`` = VD-EKF; ``≥ P`` = full EKF).
-      init_cov: prior variance of every parameter: ``Υ_0 = I / init_cov``, ``W_0 = 0``.
+      init_cov: prior variance of every parameter: ``Υ_0 = I / init_cov``, ``W_0 = 0``; or a pytree with the
+        parameters' structure whose leaves (scalars or the leaf's shape) give each layer its own variance,
+        ``Υ_0 = diag(1 / init_cov)`` (then without inflation, whose latent prior is ``η I``).
       dynamics_cov: ``q ≥ 0``, random-walk variance added per ``predict``.
       forgetting: ``γ ∈ (0, 1]``, the mean shrinks as ``θ ← γθ`` per ``predict``.
       inflation: ``"none" | "simple" | "hybrid" | "bayesian"`` covariance inflation (App. E), applied in
@@ -104,13 +121,18 @@ def lofi(
       inflation_factor: ``α ≥ 0``; past likelihood terms are discounted by ``(1+α)^{-lag}``.
       spherical: keep ``Υ = η I`` (App. F): discarded directions are dropped instead of moved into ``Υ``.
     """
-    check_common_hyper("lofi", init_cov=init_cov, dynamics_cov=dynamics_cov, forgetting=forgetting, rank=rank,
-                       min_rank=0)
+    tree = jax.tree_util.tree_structure(init_cov)
+    per_param = tree.num_nodes > 1 or jnp.ndim(init_cov) > 0  # a pytree of per-layer prior variances
+    check_common_hyper("lofi", init_cov=None if per_param else init_cov, dynamics_cov=dynamics_cov,
+                       forgetting=forgetting, rank=rank, min_rank=0)
     if inflation not in INFLATIONS:
         raise ValueError(f"lofi: inflation must be one of {INFLATIONS}, got {inflation!r}")
     if _is_number(inflation_factor) and inflation_factor < 0:
         raise ValueError(f"lofi: inflation_factor must be >= 0, got {inflation_factor}")
     inflate = inflation != "none" and not (_is_number(inflation_factor) and inflation_factor == 0)
+    if per_param and inflate:
+        raise ValueError("lofi: a per-layer init_cov (a pytree) needs inflation='none' or inflation_factor=0: "
+                         "inflation pulls towards an isotropic latent prior η I; pass one float to use inflation")
     static = (not inflate and _is_number(forgetting) and forgetting == 1.0 and _is_number(dynamics_cov)
               and dynamics_cov == 0.0)
 
@@ -118,10 +140,16 @@ def lofi(
         space = ParamSpace.of(params)
         mu = space.ravel(params)
         dt = mu.dtype
-        eta = jnp.asarray(1.0 / init_cov, dt)
+        if per_param:
+            var = space.ravel(_per_param_variances(params, init_cov))
+            eta = jnp.asarray(1.0 / jnp.mean(var), dt)  # unused: inflation is off with a per-layer prior
+            prec = (1.0 / var).astype(dt)
+        else:
+            eta = jnp.asarray(1.0 / init_cov, dt)
+            prec = eta * jnp.ones_like(mu)
         return LoFiState(
             mean=mu,
-            prec_diag=eta * jnp.ones_like(mu),
+            prec_diag=prec,
             prec_lr=jnp.zeros((mu.size, rank), dt),
             prior_prec=eta,
             prior_scale=jnp.ones((), dt),
