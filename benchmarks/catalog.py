@@ -151,6 +151,11 @@ STUDIES = [
           "pre-registered rules for the head's prior variance (head_m2, head_unit) on the four headline sets, Wheel, "
           "Fashion-MNIST and MNIST",
           "studies/hilofi_gap/results/hilofi_gap{,_trace,_long}.md, .csv"),
+    Entry("lofi_prior", "benchmarks.studies.lofi_prior",
+          "issue 55: LoFi-TS with HiLoFi's unit-head rule as a per-layer prior (head 1 / E[|phi|^2 + 1], other "
+          "weights 0.01), pre-registered and paired against make_agent's default on the four headline sets, Wheel "
+          "and Fashion-MNIST, with linear-TS as the reference and a per-round trace on Mushroom",
+          "studies/lofi_prior/results/lofi_prior{,_trace}.md, .csv"),
 ]
 
 
