@@ -156,6 +156,11 @@ STUDIES = [
           "weights 0.01), pre-registered and paired against make_agent's default on the four headline sets, Wheel "
           "and Fashion-MNIST, with linear-TS as the reference and a per-round trace on Mushroom",
           "studies/lofi_prior/results/lofi_prior{,_trace}.md, .csv"),
+    Entry("lrkf_prior", "benchmarks.studies.lrkf_prior",
+          "issue 55: LRKF-TS's prior variance from the unit low-rank rule (1 / E[|Q h(x)|^2]) against make_agent's "
+          "constant 0.1, pre-registered and paired by seed on the four headline sets and Wheel (5 seeds, then a "
+          "20-seed confirmation: rejected), with linear-TS as the reference",
+          "studies/lrkf_prior/results/lrkf_prior{,_20}.md, .csv"),
 ]
 
 

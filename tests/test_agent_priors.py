@@ -175,3 +175,38 @@ def test_unit_head_prior_reads_the_envs_contexts_and_declines_without_a_function
     given = make_agent("hilofi-thompson", env, posterior_kwargs=dict(init_cov_last=2.0))
     assert given.posterior.hyper["init_cov_last"] == 2.0  # a given head prior is kept
     assert priors.unit_head_prior(object(), model) is None  # no functional form: make_agent keeps the constant
+
+
+def test_unit_lowrank_variance_on_a_linear_model_with_coordinate_rows():
+    """``f(θ, x) = W x`` with ``θ = vec(W)`` (K = 2, D = 3): ``h_k(x) = e_k ⊗ x``; with rows picking ``W[0, 0]``,
+    ``W[1, 2]`` and ``W[0, 1]``, ``Σ_k ‖Q h_k‖² = x_0² + x_2² + x_1²`` — the known answer ``1 / E[...] / K``."""
+    contexts = np.array([[1.0, 0.0, 2.0], [0.0, 3.0, 0.0]])  # ‖x‖² = 5, 9
+    rows = np.zeros((3, 6))
+    rows[0, 0], rows[1, 5], rows[2, 1] = 1.0, 1.0, 1.0  # vec(W) row-major: W[0, 0], W[1, 2], W[0, 1]
+    value = priors.unit_lowrank_variance(lambda th, x: th.reshape(2, 3) @ x, jnp.zeros(6), rows, contexts)
+    # per context: ‖Q h_0‖² = x_0² + x_1², ‖Q h_1‖² = x_2²; mean over (x, k) = (5 + 9) / 4
+    assert value == pytest.approx(4.0 / 14.0, rel=1e-12)
+
+
+def test_unit_lowrank_prior_reads_the_agents_prior_rows_and_the_envs_contexts():
+    import gymnasium as gym
+
+    from banditkit.agents import make_agent
+    from banditkit.agents.factory import DEFAULT_HYPER
+
+    env = gym.make("banditkit/Mushroom-v0", max_steps=8)
+    agent = make_agent("lrkf-thompson", env)
+    assert agent.posterior.hyper["init_cov"] == DEFAULT_HYPER["lrkf"]["init_cov"]  # the rule is not the default
+    value = priors.unit_lowrank_prior(env, agent)
+    # recomputed by hand: the agent's own prior rows (C_0 / √σ²) and the gradients of its outputs, float64
+    state = agent.init(jax.random.PRNGKey(0), env.unwrapped.functional(0, 1).contexts[0]).posterior
+    q = np.asarray(state.cov.dense(), np.float64) / np.sqrt(agent.posterior.hyper["init_cov"])
+    np.testing.assert_allclose(q @ q.T, np.eye(q.shape[0]), atol=1e-4)  # orthonormal rows: C_0 = √σ² Q
+    fb = env.unwrapped.functional(0, priors.ROUNDS)
+    contexts = np.asarray(fb.contexts)[np.asarray(fb.index)]
+    jac = jax.vmap(jax.jacrev(lambda th, x: agent.model.apply(state.space.unravel(th), x)), (None, 0))(
+        state.mean, jnp.asarray(contexts))  # (n, K, P)
+    want = 1.0 / np.mean(np.sum(np.einsum("dp,nkp->nkd", q, np.asarray(jac, np.float64)) ** 2, axis=-1))
+    assert value == pytest.approx(want, rel=1e-4)
+    assert value == pytest.approx(25.7, abs=0.05)  # the value benchmarks/studies/lrkf_prior pre-registered
+    assert priors.unit_lowrank_prior(object(), agent) is None  # no functional form

@@ -45,6 +45,18 @@ variance, ``φ(x)`` the head's input; the rule makes that 1 on average over the 
 1.7–5.9 times that on the benchmark tables (``E[‖φ‖² + 1]`` = 2.9–35 for ``MLP(50, 50)``), and a second-moment
 rule (``E[y²] − R`` in place of 1) starved Wheel's rare large payoffs: ``benchmarks/studies/hilofi_gap`` (README,
 ``results/hilofi_gap.md``).
+
+**Unit low-rank prior** (:func:`unit_lowrank_variance`, a measured candidate for LRKF, not make_agent's default):
+LRKF's prior ``Σ_0 = σ² QᵀQ`` lives on a random ``d``-dimensional subspace (``Q (d, P)`` orthonormal rows), so an
+output's prior variance is ``σ² ‖Q h_k(x)‖² ≈ σ² (d/P) ‖h_k(x)‖²`` — with make_agent's ``σ² = 0.1`` a prior s.d. of
+0.04–0.16 of the largest expected reward on the benchmark tables.  The rule makes a prior draw move an output by about
+the largest expected reward, as the unit head does for HiLoFi::
+
+    σ² = 1 / E_{x,k}[‖Q h_k(x)‖²]      (h_k = ∂f_k/∂θ at the initial weights, x over the first 256 contexts)
+
+(4–56 on the tables).  ``benchmarks/studies/lrkf_prior`` pre-registered it: it passed at 5 seeds through Mushroom
+alone, a result that flipped with one float32 ulp of ``σ²``, and failed the 20-seed confirmation (Adult worse,
+z = −2.7), so make_agent keeps ``0.1``.
 """
 
 from __future__ import annotations
@@ -282,4 +294,37 @@ def unit_head_prior(env, model, rounds: int = ROUNDS) -> float | None:
         value = unit_head_variance(model, params, contexts)
     except (TypeError, ValueError, NotImplementedError):  # no such read or no return_features: the constant stays
         return None
+    return value if np.isfinite(value) and value > 0 else None
+
+
+def unit_lowrank_variance(apply_fn: Callable, mean, rows, contexts) -> float:
+    """``σ² = 1 / E_{x,k}[‖Q h_k(x)‖²]`` (module docstring, *Unit low-rank prior*): ``h_k(x) = ∂f_k(x) / ∂θ`` at the
+    flat weights ``mean (P,)`` (``apply_fn(flat, x) -> (K,)``), ``Q = rows (d, P)`` the prior factor's orthonormal
+    rows, ``x`` over ``contexts (n, ...)`` and ``k`` over the ``K`` outputs.  ``Q h_k`` is ``d`` forward-mode
+    products per context (no ``(K, P)`` Jacobian is formed)."""
+    rows = jnp.asarray(rows)
+
+    def per_context(x):
+        along = lambda q: jax.jvp(lambda th: apply_fn(th, x), (mean,), (q,))[1]  # noqa: E731 - (K,) = H q
+        return jnp.sum(jax.vmap(along)(rows) ** 2, axis=0)  # (K,): ‖Q h_k‖²
+
+    sq = jax.lax.map(per_context, jnp.asarray(contexts))  # (n, K)
+    return float(1.0 / np.mean(np.asarray(sq, np.float64)))
+
+
+def unit_lowrank_prior(env, agent, rounds: int = ROUNDS) -> float | None:
+    """:func:`unit_lowrank_variance` for ``agent`` (a :class:`~banditkit.agents.BanditAgent` on LRKF, multi-output):
+    its weights and prior rows from ``agent.init(PRNGKey(0), ·)`` (``Q = C_0 / ‖C_0‖_row``), the contexts of
+    ``env.unwrapped.functional(0, rounds)``; ``None`` without a functional form or a finite positive value."""
+    try:
+        contexts = logged_rounds(env, rounds)[0]  # ValueError without a functional form
+    except (TypeError, ValueError, NotImplementedError):
+        return None
+    state = agent.init(jax.random.PRNGKey(0), contexts[0]).posterior
+    while hasattr(state, "inner"):  # a learned-noise wrapper (posteriors.noise) around the LRKF state
+        state = state.inner
+    c0 = state.cov.dense()  # (d, P) = √init_cov · Q
+    rows = c0 / jnp.sqrt(jnp.sum(c0**2, axis=1, keepdims=True))
+    space = state.space
+    value = unit_lowrank_variance(lambda th, x: agent.model.apply(space.unravel(th), x), state.mean, rows, contexts)
     return value if np.isfinite(value) and value > 0 else None

@@ -1,0 +1,230 @@
+"""LRKF-TS with the unit low-rank prior rule (issue 55): make_agent's former constant against the rule, paired by seed.
+
+LRKF's prior ``Σ_0 = σ² QᵀQ`` (``C_0 = σ Q``, ``Q (d, P)`` random orthonormal rows, ``d = 10``) moves an output
+``f_k(x)`` by a prior variance ``σ² ‖Q h_k(x)‖²``, ``h_k(x) = ∂f_k(x) / ∂θ (P,)`` at the initial weights.  The rule
+``lrkf_unit`` (pre-registered in the README; :func:`banditkit.agents.priors.unit_lowrank_prior`, a measured
+candidate: rejected by the 20-seed confirmation, so make_agent keeps the constant) sets::
+
+    σ² = init_cov = 1 / E_{x,k}[‖Q h_k(x)‖²]      (x over the env's first 256 contexts, k over the K outputs)
+
+so a prior draw moves an output by about the largest expected reward (observed units ``r / s``,
+``s = max |E r|``).
+
+Variants, each a ``make_agent`` call on the headline suite's runner and seeds (``run_agents``, seeds 0..n−1):
+
+``const``:     ``make_agent("lrkf-thompson", env, posterior_kwargs=dict(init_cov=0.1))`` — make_agent's constant
+               (:data:`CONST`, its default);
+``lrkf_unit``: ``make_agent("lrkf-thompson", env, posterior_kwargs=dict(init_cov=σ²))`` with ``σ²`` the rule's
+               value for that env (``unit_lowrank_prior(env, make_agent("lrkf-thompson", env))``);
+``linear``:  ``make_agent("linear-thompson", env)``, the issue's reference.
+
+``lrkf_unit`` is paired by seed against ``const``: per-seed difference ``d_s = R_unit,s − R_const,s`` of the
+cumulative rewards and ``z = mean(d) / (sd(d) / √n)``; the pre-registered acceptance (:func:`verdict`) reads those z.
+Against ``linear`` the headline's unpaired ``z = (m − m_linear) / √(se² + se_linear²)`` is shown for information.
+
+Writes ``TAG.csv`` / ``TAG.md`` in this study's ``results/``; each process appends, skipping rows already there.
+
+Usage::
+
+    python -m benchmarks study lrkf_prior --envs Shuttle,Adult,Mushroom,MovieLens,Wheel \
+        --variants const,lrkf_unit,linear
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+import pandas as pd
+
+from banditkit.agents import make_agent, priors
+from benchmarks.harness import options, provenance, tables
+from benchmarks.harness.run import run_agents
+from benchmarks.studies import hilofi_gap
+
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")  # this study's outputs
+SPEC = "lrkf-thompson"
+#: make_agent's LRKF prior variance (``DEFAULT_HYPER["lrkf"]["init_cov"]``)
+CONST = 0.1
+#: the headline's data sets and an environment outside every suite (Wheel, synthetic); Fashion-MNIST for information
+ENVS = ("Shuttle", "Adult", "Mushroom", "MovieLens", "Wheel", "FashionMNIST")
+#: the sets the pre-registered acceptance reads: the paired z on each of ``ACCEPT``, and ``OUTSIDE`` not worse
+ACCEPT = ("Shuttle", "Adult", "Mushroom", "MovieLens")
+OUTSIDE = ("Wheel",)
+VARIANTS = ("const", "lrkf_unit", "linear")
+RULE = "lrkf_unit"
+BASE = "const"
+KEY_COLS = ["env", "variant", "seed", "steps"]
+#: the pre-registered acceptance (README): no set with z below ``-Z``, at least one above ``+Z``
+Z = 1.0
+
+
+def agent_factory(variant: str):
+    """``env -> agent`` of a variant (module docstring)."""
+    if variant == "const":
+        return lambda env: make_agent(SPEC, env, posterior_kwargs=dict(init_cov=CONST))
+    if variant == RULE:
+        return lambda env: make_agent(SPEC, env, posterior_kwargs=dict(init_cov=rule_value(env)))
+    if variant == "linear":
+        return lambda env: make_agent("linear-thompson", env)
+    raise ValueError(f"unknown variant {variant!r}: use {', '.join(VARIANTS)}")
+
+
+def rule_value(env) -> float:
+    """The rule's ``init_cov`` on ``env``: :func:`~banditkit.agents.priors.unit_lowrank_prior` of make_agent's
+    LRKF-TS (its default model, weights and prior rows at ``PRNGKey(0)``); raises where the env has no contexts."""
+    value = priors.unit_lowrank_prior(env, make_agent(SPEC, env))
+    if value is None:
+        raise ValueError(f"{env}: the unit low-rank rule needs the env's functional form")
+    return value
+
+
+def _settings(agent) -> dict:
+    """The LRKF prior variance ``init_cov``, rank and observation variance an agent was built with (NaN where
+    none: linear-TS has no ``init_cov`` or rank)."""
+    hyper = agent.posterior.hyper
+    return dict(init_cov=float(hyper.get("init_cov", np.nan)), rank=hyper.get("rank", np.nan),
+                obs_noise=float(getattr(agent.likelihood, "obs_noise", np.nan)), reward_scale=agent.reward_scale)
+
+
+def run_variants(args, csv: str) -> pd.DataFrame:
+    rows = pd.read_csv(csv) if os.path.exists(csv) else pd.DataFrame(columns=KEY_COLS)
+    done = set(rows[KEY_COLS].itertuples(index=False, name=None))
+    for name in args.envs:
+        env = hilofi_gap.make_env(name, args.steps)
+        for variant in args.variants:
+            todo = [s for s in range(args.seeds) if (name, variant, s, args.steps) not in done]
+            if not todo:
+                continue
+            settings = _settings(agent_factory(variant)(env))
+            res = run_agents(env, {variant: agent_factory(variant)}, args.steps, todo)
+            if variant in res.failures:
+                print(f"{name} {variant} FAILED: {res.failures[variant]}", file=sys.stderr, flush=True)
+                continue
+            ps = tables.per_seed(res)
+            new = pd.DataFrame(dict(env=name, variant=variant, seed=ps["seed"].astype(int), steps=args.steps,
+                                    cum_reward=ps["cum_reward"], late_reward=ps["late_reward"], **settings,
+                                    nonfinite=ps["nonfinite_by"].notna(), run_s=ps["run_s"],
+                                    **provenance.row_provenance()))
+            rows = tables.append_rows(csv, new)
+            print(f"{name} {variant} {settings}: {new.cum_reward.mean():.1f} ± {tables.se(new.cum_reward):.1f} "
+                  f"(per seed {new.cum_reward.tolist()})", flush=True)
+    return rows
+
+
+def paired(rows: pd.DataFrame, env: str, variant: str = RULE, base: str = BASE
+           ) -> tuple[float, float, float, int]:
+    """``(mean, s.e., z, n)`` of the per-seed difference ``variant − base`` of the cumulative rewards on ``env``."""
+    g = rows[rows.env == env].pivot_table(index="seed", columns="variant", values="cum_reward")
+    if variant not in g or base not in g:
+        return np.nan, np.nan, np.nan, 0
+    d = (g[variant] - g[base]).dropna()
+    s = tables.se(d)
+    return float(d.mean()), s, float(d.mean() / s) if s > 0 else np.nan, len(d)
+
+
+def unpaired_z(rows: pd.DataFrame, env: str, a: str, b: str) -> float:
+    """``(m_a − m_b) / √(se_a² + se_b²)`` over seeds (the headline's z for issue 55's targets)."""
+    g = rows[rows.env == env]
+    x, y = g[g.variant == a].cum_reward, g[g.variant == b].cum_reward
+    if len(x) < 2 or len(y) < 2:
+        return np.nan
+    s = float(np.hypot(tables.se(x), tables.se(y)))
+    return float((x.mean() - y.mean()) / s) if s > 0 else np.nan
+
+
+def verdict(rows: pd.DataFrame, variant: str = RULE, accept=ACCEPT, outside=OUTSIDE) -> str:
+    """The pre-registered acceptance (README) of ``variant − const``: on ``accept`` no paired z below ``−Z`` and one
+    above ``+Z``; on ``outside`` no paired z below ``−Z``.  "not decided" while a set has no paired seeds."""
+    zs = {e: paired(rows, e, variant)[2] for e in (*accept, *outside)}
+    missing = [e for e, z in zs.items() if not np.isfinite(z)]
+    if missing:
+        return f"`{variant}` − `{BASE}`: not decided (no paired seeds yet on {missing})"
+    worse = [e for e in accept if zs[e] < -Z]
+    better = [e for e in accept if zs[e] > Z]
+    worse_out = [e for e in outside if zs[e] < -Z]
+    ok = not worse and bool(better) and not worse_out
+    return (f"`{variant}` − `{BASE}`: z = " + ", ".join(f"{e} {z:+.2f}" for e, z in zs.items())
+            + f"; headline sets worse (z < −{Z:g}): {worse or 'none'}, better (z > {Z:g}): {better or 'none'}; "
+            + f"outside worse: {worse_out or 'none'} → " + ("**ACCEPTED**" if ok else "**REJECTED**"))
+
+
+def _num(x) -> str:
+    x = pd.to_numeric(x, errors="coerce")
+    return "–" if pd.isna(x) else f"{x:.3g}"
+
+
+def render(rows: pd.DataFrame, out: str, tag: str) -> None:
+    """``TAG.md``: per env and variant the settings, cumulative reward, the paired difference against ``const``,
+    the unpaired z against ``linear``, the late reward; the pre-registered verdict."""
+    envs = [e for e in ENVS if e in set(rows.env)]
+    variants = list(dict.fromkeys([*VARIANTS, *rows.variant]))
+    lines = ["# LRKF-TS: make_agent's constant prior (`const`, init_cov 0.1) against the unit low-rank rule "
+             "(`lrkf_unit`), paired by seed", "",
+             "Cumulative reward over the rounds, mean ± s.e. over seeds; `− const`: mean ± s.e. of the per-seed "
+             "difference and its z (the headline suite's runner and streams, seeds 0..n−1); `vs linear`: the "
+             "headline's unpaired z = (m − m_linear) / √(se² + se_linear²) against make_agent's linear-TS in the same "
+             "run.  Shuttle, Adult, Mushroom, MovieLens, Fashion-MNIST: real data; Wheel: synthetic.  Settings: "
+             "LRKF's prior variance init_cov (for `lrkf_unit` the value the rule chose on that env; for `linear` "
+             "linear-TS's own prior variance), the rank and the observation variance R (observed units r / s) the "
+             "agent was built with.", "",
+             *provenance.csv_provenance(rows, "seed rows"), "",
+             "| env | variant | seeds × rounds | init_cov | rank | R | cum. reward | − const (paired) | z | "
+             "vs linear (z) | late reward |", "|" + "---|" * 11]
+    for env in envs:
+        g = rows[rows.env == env]
+        for v in variants:
+            h = g[g.variant == v]
+            if h.empty:
+                continue
+            m, s, z, n = paired(rows, env, v) if v not in (BASE, "linear") else (np.nan, np.nan, np.nan, 0)
+            zl = unpaired_z(rows, env, v, "linear") if v != "linear" else np.nan
+            bad = " †" if h["nonfinite"].astype(bool).any() else ""
+            lines.append(
+                f"| {env} | `{v}` | {h.seed.nunique()} × {int(h.steps.iloc[0])} | {_num(h.init_cov.iloc[0])} | "
+                f"{_num(h['rank'].iloc[0])} | {_num(h.obs_noise.iloc[0])} | "
+                f"{h.cum_reward.mean():.1f} ± {tables.se(h.cum_reward):.1f}{bad} | "
+                + (f"{m:+.1f} ± {s:.1f} ({n} seeds) | {z:+.2f} |" if n else "– | – |")
+                + (f" {zl:+.2f} |" if np.isfinite(zl) else " – |") + f" {h.late_reward.mean():.3f} |")
+    if RULE in variants and BASE in variants:
+        lines += ["", "**Pre-registered acceptance of the rule** (README: `lrkf_unit` − `const` on Shuttle, Adult, "
+                  "Mushroom, MovieLens no z < −1 and one z > 1; Wheel z ≥ −1): " + verdict(rows)]
+    lines += ["", "A value marked † had a seed whose agent state went non-finite.", ""]
+    lines += tables.hand_notes(os.path.join(out, f"{tag}.md"))
+    with open(os.path.join(out, f"{tag}.md"), "w") as fh:
+        fh.write("\n".join(lines).rstrip() + "\n")
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(prog="python -m benchmarks study lrkf_prior", description=__doc__.split("\n")[0])
+    p.add_argument("--envs", default="Mushroom", help=f"comma list from {', '.join(ENVS)}")
+    p.add_argument("--variants", default="const,lrkf_unit,linear",
+                   help="comma list: const (init_cov 0.1, make_agent's constant), lrkf_unit (the unit low-rank "
+                        "rule's init_cov), linear (make_agent's linear-TS, a reference)")
+    p.add_argument("--steps", type=int, default=5000)
+    p.add_argument("--seeds", type=int, default=5)
+    options.add_csv_study_options(p, "lrkf_prior", out=HERE)
+    args = p.parse_args(argv)
+    csv = options.start_csv_study(args, render)
+    if csv is None:
+        return
+    args.envs = options.names(args.envs, ENVS, "envs")
+    args.variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    if args.steps < 1 or args.seeds < 1:
+        raise SystemExit(f"--steps and --seeds must be >= 1, got {args.steps}, {args.seeds}")
+    for v in args.variants:
+        if v not in VARIANTS:
+            raise SystemExit(f"unknown variant {v!r}: use {', '.join(VARIANTS)}")
+    if RULE in args.variants and BASE not in args.variants:
+        args.variants = [BASE, *args.variants]  # the rule is paired against the constant
+    os.makedirs(args.out, exist_ok=True)
+    if RULE in args.variants:
+        for name in args.envs:
+            env = hilofi_gap.make_env(name, 8)
+            print(f"rule on {name}: init_cov {rule_value(env):.4g} "
+                  f"(const {CONST:g})", flush=True)
+    rows = run_variants(args, csv)
+    render(rows, args.out, args.tag)
+    print(f"wrote {csv} and {args.tag}.md")
