@@ -140,7 +140,7 @@ STUDIES = [
     Entry("lofi_svd", "benchmarks.studies.lofi_svd",
           "issue 58: where a LoFi step's time goes, and which rank truncation (Gram eigh, QR + SVD, SVD, randomised) "
           "is fastest in float32 and how accurate",
-          "studies/lofi_svd/results/lofi_svd_{profile,methods,accuracy}.md, .csv"),
+          "studies/lofi_svd/results/lofi_svd_{profile,methods,accuracy,layout}.md, .csv"),
     Entry("scale_1m", "benchmarks.studies.scale_1m",
           "issue 58: where a HiLoFi / LoLoFi / LRKF step's time goes on the 100k-1M MLPs (pieces, XLA flops and bytes, "
           "GEMM-rate and bandwidth floors), the exponent of step time against P per allocator, the q-term pass 4 ways",

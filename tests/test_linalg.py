@@ -268,6 +268,11 @@ def test_tall_t_matmul(x64):
     np.testing.assert_allclose(jax.jit(linalg.tall_t_matmul)(w, z), w.T @ z, rtol=1e-12)
     np.testing.assert_allclose(jax.jit(linalg.tall_t_matmul)(w, zs), w.T @ zs, rtol=1e-12)
     np.testing.assert_allclose(jax.vmap(linalg.tall_t_matmul)(w[None], zs[None])[0], w.T @ zs, rtol=1e-12)
+    # both vector forms: rows up to SHORT_ROW long (the product zᵀW) and longer rows (the fused reduction)
+    for n in (linalg.SHORT_ROW, linalg.SHORT_ROW + 1):
+        w = rng.normal(size=(70, n))
+        z70 = rng.normal(size=70)
+        np.testing.assert_allclose(jax.jit(linalg.tall_t_matmul)(w, z70), w.T @ z70, rtol=1e-12)
 
 
 def test_spd_inverse_and_tri_inverse_match_numpy(x64):

@@ -506,14 +506,23 @@ def inv_weighted_gram(w: Array, v: Array) -> Array:
     return _row_block_sum(one, w, v, block_part=block)
 
 
+#: rows of at most this many entries (one AVX-512 register of float32) take ``zᵀW`` in :func:`tall_t_matmul`
+SHORT_ROW = 16
+
+
 def tall_t_matmul(w: Array, z: Array) -> Array:
     """``Wᵀ z`` for a tall ``w (P, n)`` and ``z (P,)`` or ``(P, k)``: ``(n,)`` or ``(n, k)``.
 
     XLA:CPU runs a product with the transposed tall operand in its slow form whenever the result is laid out
     ``(n, k)``, and it folds an explicit transpose of a ``(k, n)`` result back into that form; the barrier keeps
     the fast ``zᵀW (k, n)`` product (vmapped over 3 seeds at ``P = 61,706``, ``n = 50``, ``k = 2``: 6.7 → 3.4
-    ms).  A vector is one fused multiply-reduce pass (1.1 ms there against 4.0 ms for the mat-vec).
+    ms).  A vector is one fused multiply-reduce pass (1.1 ms there against 4.0 ms for the mat-vec) when the rows
+    of ``w`` are longer than :data:`SHORT_ROW`; with rows that do not fill one 16-float vector register XLA:CPU's
+    reduction over ``P`` runs at a fraction of the memory rate, and the product ``zᵀW`` is the faster form
+    (``benchmarks/studies/lofi_svd``, ``layout`` part: at ``P = 10⁶``, ``n = 10`` 38 ms against 6 ms).
     """
     if z.ndim == 1:
+        if w.shape[1] <= SHORT_ROW:
+            return z @ w
         return jnp.sum(w * z[:, None], axis=0)
     return jax.lax.optimization_barrier(z.T @ w).T

@@ -1,6 +1,6 @@
 """Where a LoFi step's time goes, and which rank truncation of its ``(P, L+1)`` factor is fastest in float32 (issue 58).
 
-Three parts (``--parts``), each written to ``results/TAG_PART.md`` / ``.csv``.  ``profile``: per configuration of the
+Four parts (``--parts``), each written to ``results/TAG_PART.md`` / ``.csv``.  ``profile``: per configuration of the
 speed suite (LeNet5 at ranks 50 and 10, the MLPs at rank 10; float32, scalar Gaussian output, one observation per
 step), the compiled predict + update step's XLA cost analysis (flops, bytes accessed), the suite's floor (jitted
 ``grad`` + ``2·P·(L+1)²`` flops at the 1024² GEMM rate) with a copy's bandwidth, and the step's pieces timed
@@ -14,7 +14,13 @@ alone, the truncation (``(L+1)²`` Gram eigh plus the rotation ``Ñ Vᵀ``).  ``
 and on ill-conditioned ``Ñ (P, L+1)``: the relative reconstruction error ``‖ÑÑᵀ − WWᵀ‖_F / ‖ÑÑᵀ‖_F`` (the optimum is
 ``σ²_{L+1}/‖ÑÑᵀ‖_F``; ``rounded_input`` is the float64 SVD truncation of ``Ñ`` rounded to float32, the best a
 float32 input allows) and the diagonal kept in ``υ`` (``max |diag(WWᵀ) + Δυ − diag(ÑÑᵀ)| / max diag(ÑÑᵀ)``, zero
-in exact arithmetic).
+in exact arithmetic).  ``layout``: the step's four kinds of pass over the factor, each in LoFi's column layout
+``W (P, L)`` and in the row layout ``Wᵀ (L, P)`` (the one BONG keeps), timed interleaved on the same numbers: the
+weighted Gram ``WᵀΥ⁻¹W`` (``linalg.inv_weighted_gram`` / ``(Υ^{-1/2}Wᵀ)(Υ^{-1/2}Wᵀ)ᵀ``), the rotation ``W V``
+(``V (L, L)``), the projection ``Wᵀz`` (``linalg.tall_t_matmul`` / ``Wᵀ z`` as ``(L, P) @ (P,)``; in the column
+layout also its two forms, the fused multiply-reduce ``Σ_p W_p z_p`` and the product ``zᵀW``, which
+``tall_t_matmul`` picks between by the row length) and the mat-vec ``W v``, with a copy of the factor
+(``2·4·P·L`` bytes) as the memory reference.
 
 Timing protocol: every variant is compiled first; then ``--rounds`` rounds, each running every variant ``--reps``
 times back to back and keeping its fastest call; ``ms`` is the median over rounds of those fastest calls and ``ratio``
@@ -49,7 +55,7 @@ from benchmarks.suites.speed import make_config
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 CONFIGS = "lenet:50,lenet:10,mlp10k:10,mlp100k:10,mlp300k:10,mlp1m:10"
-PARTS = ("profile", "methods", "accuracy")
+PARTS = ("profile", "methods", "accuracy", "layout")
 
 
 # ------------------------------------------------------------------------------------------------------ timing
@@ -205,6 +211,48 @@ def render_methods(df: pd.DataFrame) -> list[str]:
     return lines
 
 
+# ------------------------------------------------------------------------------------------------------ layout
+def layout(cname: str, rank: int, rounds: int, reps: int) -> list[dict]:
+    """Each pass over the factor in the column ``(P, L)`` and the row ``(L, P)`` layout, interleaved (same numbers)."""
+    _, params, _ = make_config(cname)
+    p = int(sum(np.size(leaf) for leaf in jax.tree_util.tree_leaves(params)))
+    ups, w, c = _inputs(p, rank)
+    wt = jnp.asarray(np.ascontiguousarray(np.asarray(w).T))
+    v = jax.random.normal(jax.random.PRNGKey(9), (rank, rank), jnp.float32)
+    z = c[:, 0]
+
+    def row_gram(wt, u):
+        b = wt * jax.lax.rsqrt(u)
+        return b @ b.T
+
+    passes = {
+        "copy": ((lambda w: w * 1.0001), (w,), (lambda wt: wt * 1.0001), (wt,)),
+        "gram W'U^-1W": (linalg.inv_weighted_gram, (w, ups), row_gram, (wt, ups)),
+        "rotation W V": ((lambda w, v: w @ v), (w, v), (lambda wt, v: v.T @ wt), (wt, v)),
+        "projection W'z": (linalg.tall_t_matmul, (w, z), (lambda wt, z: wt @ z), (wt, z)),
+        "projection W'z, reduce form": ((lambda w, z: jnp.sum(w * z[:, None], axis=0)), (w, z),
+                                        (lambda wt, z: wt @ z), (wt, z)),
+        "projection W'z, product form": ((lambda w, z: z @ w), (w, z), (lambda wt, z: wt @ z), (wt, z)),
+        "mat-vec W v": ((lambda w, v: w @ v[:, 0]), (w, v), (lambda wt, v: v[:, 0] @ wt), (wt, v)),
+    }
+    rows = []
+    for name, (col_fn, col_args, row_fn, row_args) in passes.items():
+        t = interleaved({"column": (jax.jit(col_fn), col_args), "row": (jax.jit(row_fn), row_args)}, rounds, reps)
+        rows.append(dict(config=cname, params=p, rank=rank, op=name, column_ms=t["column"]["ms"],
+                         row_ms=t["row"]["ms"], row_over_column=t["row"]["ratio"]))
+    return rows
+
+
+def render_layout(df: pd.DataFrame) -> list[str]:
+    lines = tables.preamble("LoFi's passes over its factor: column (P, L) against row (L, P) layout, float32", __doc__)
+    lines += ["| config | P | rank | pass | column (P, L) ms | row (L, P) ms | row / column (paired) |",
+              "|---|---:|---:|---|---:|---:|---:|"]
+    for r in df.to_dict("records"):
+        lines.append(f"| {r['config']} | {r['params']:,} | {r['rank']} | {r['op']} | {r['column_ms']:.2f} | "
+                     f"{r['row_ms']:.2f} | {r['row_over_column']:.2f} |")
+    return lines
+
+
 # ---------------------------------------------------------------------------------------------------- accuracy
 def ill_conditioned(p: int, m: int, cond: float, seed: int = 0) -> np.ndarray:
     """``Ñ = U diag(σ) Vᵀ (P, m)`` (float64, orthonormal ``U`` and ``V``), ``σ`` log-spaced from 1 to ``1/cond``."""
@@ -297,6 +345,13 @@ def main(argv: list[str] | None = None) -> int:
             print("methods " + ", ".join(f"{r['method']} {r['ratio']:.2f}" for r in rows[-len(METHODS):]), flush=True)
         df = pd.DataFrame(rows)
         tables.save_table(df, render_methods(df), args.out, f"{args.tag}_methods")
+    if "layout" in parts:
+        rows = []
+        for cname, rank in configs:
+            rows += layout(cname, rank, args.rounds, args.reps)
+            print("layout " + ", ".join(f"{r['op']} {r['row_over_column']:.2f}" for r in rows[-7:]), flush=True)
+        df = pd.DataFrame(rows)
+        tables.save_table(df, render_layout(df), args.out, f"{args.tag}_layout")
     if "accuracy" in parts:
         df = pd.DataFrame(accuracy(args.accuracy_p, args.accuracy_rank))
         tables.save_table(df, render_accuracy(df), args.out, f"{args.tag}_accuracy")
