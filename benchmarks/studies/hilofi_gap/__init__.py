@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 import gymnasium as gym
 import jax
@@ -51,8 +50,7 @@ import pandas as pd
 
 from banditkit.agents import make_agent, priors, scales
 from banditkit.agents.factory import default_model
-from benchmarks.harness import options, provenance, tables
-from benchmarks.harness.run import run_agents
+from benchmarks.harness import options, provenance, tables, variants
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")  # this study's outputs
 SPEC = "hilofi-thompson"
@@ -63,7 +61,7 @@ ENVS = ("Shuttle", "Adult", "Mushroom", "MovieLens", "Wheel", "FashionMNIST", "M
 WINDOWS = ((0, 500), (500, 2000), (2000, None))
 #: rounds of the uniform-random log :func:`head_prior` reads (the same read as ``scales.ROUNDS``)
 ROUNDS = 256
-KEY_COLS = ["env", "variant", "seed", "steps"]
+KEY_COLS = variants.KEY_COLS
 #: the pre-registered acceptance (README): no set with z below ``-Z``, at least one above ``+Z``
 Z = 1.0
 
@@ -234,38 +232,12 @@ def run_trace(args, csv: str) -> pd.DataFrame:
 
 # ---------------------------------------------------------------------------------------------------- variants
 def run_variants(args, csv: str) -> pd.DataFrame:
-    rows = pd.read_csv(csv) if os.path.exists(csv) else pd.DataFrame(columns=KEY_COLS)
-    done = set(rows[KEY_COLS].itertuples(index=False, name=None))
-    for name in args.envs:
-        env = make_env(name, args.steps)
-        for variant in args.variants:
-            todo = [s for s in range(args.seeds) if (name, variant, s, args.steps) not in done]
-            if not todo:
-                continue
-            settings = _settings(agent_factory(variant)(env))
-            res = run_agents(env, {variant: agent_factory(variant)}, args.steps, todo)
-            if variant in res.failures:
-                print(f"{name} {variant} FAILED: {res.failures[variant]}", file=sys.stderr, flush=True)
-                continue
-            ps = tables.per_seed(res)
-            new = pd.DataFrame(dict(env=name, variant=variant, seed=ps["seed"].astype(int), steps=args.steps,
-                                    cum_reward=ps["cum_reward"], late_reward=ps["late_reward"], **settings,
-                                    nonfinite=ps["nonfinite_by"].notna(), run_s=ps["run_s"],
-                                    **provenance.row_provenance()))
-            rows = tables.append_rows(csv, new)
-            print(f"{name} {variant} {settings}: {new.cum_reward.mean():.1f} ± {tables.se(new.cum_reward):.1f}",
-                  flush=True)
-    return rows
+    return variants.run(csv, args.envs, args.variants, args.seeds, args.steps, agent_factory, _settings, make_env)
 
 
 def paired(rows: pd.DataFrame, env: str, variant: str) -> tuple[float, float, float, int]:
     """``(mean, s.e., z, n)`` of the per-seed difference ``variant − default`` on ``env``."""
-    g = rows[rows.env == env].pivot_table(index="seed", columns="variant", values="cum_reward")
-    if variant not in g or "default" not in g:
-        return np.nan, np.nan, np.nan, 0
-    d = (g[variant] - g["default"]).dropna()
-    s = tables.se(d)
-    return float(d.mean()), s, float(d.mean() / s) if s > 0 else np.nan, len(d)
+    return variants.paired(rows, env, variant, "default")
 
 
 def verdict(rows: pd.DataFrame, variant: str, envs) -> str:

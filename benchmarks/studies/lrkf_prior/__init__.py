@@ -34,14 +34,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 import numpy as np
 import pandas as pd
 
 from banditkit.agents import make_agent, priors
-from benchmarks.harness import options, provenance, tables
-from benchmarks.harness.run import run_agents
+from benchmarks.harness import options, provenance, tables, variants
 from benchmarks.studies import hilofi_gap
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")  # this study's outputs
@@ -56,7 +54,7 @@ OUTSIDE = ("Wheel",)
 VARIANTS = ("const", "lrkf_unit", "linear")
 RULE = "lrkf_unit"
 BASE = "const"
-KEY_COLS = ["env", "variant", "seed", "steps"]
+KEY_COLS = variants.KEY_COLS
 #: the pre-registered acceptance (README): no set with z below ``-Z``, at least one above ``+Z``
 Z = 1.0
 
@@ -90,49 +88,17 @@ def _settings(agent) -> dict:
 
 
 def run_variants(args, csv: str) -> pd.DataFrame:
-    rows = pd.read_csv(csv) if os.path.exists(csv) else pd.DataFrame(columns=KEY_COLS)
-    done = set(rows[KEY_COLS].itertuples(index=False, name=None))
-    for name in args.envs:
-        env = hilofi_gap.make_env(name, args.steps)
-        for variant in args.variants:
-            todo = [s for s in range(args.seeds) if (name, variant, s, args.steps) not in done]
-            if not todo:
-                continue
-            settings = _settings(agent_factory(variant)(env))
-            res = run_agents(env, {variant: agent_factory(variant)}, args.steps, todo)
-            if variant in res.failures:
-                print(f"{name} {variant} FAILED: {res.failures[variant]}", file=sys.stderr, flush=True)
-                continue
-            ps = tables.per_seed(res)
-            new = pd.DataFrame(dict(env=name, variant=variant, seed=ps["seed"].astype(int), steps=args.steps,
-                                    cum_reward=ps["cum_reward"], late_reward=ps["late_reward"], **settings,
-                                    nonfinite=ps["nonfinite_by"].notna(), run_s=ps["run_s"],
-                                    **provenance.row_provenance()))
-            rows = tables.append_rows(csv, new)
-            print(f"{name} {variant} {settings}: {new.cum_reward.mean():.1f} ± {tables.se(new.cum_reward):.1f} "
-                  f"(per seed {new.cum_reward.tolist()})", flush=True)
-    return rows
+    return variants.run(csv, args.envs, args.variants, args.seeds, args.steps, agent_factory, _settings,
+                        hilofi_gap.make_env)
 
 
 def paired(rows: pd.DataFrame, env: str, variant: str = RULE, base: str = BASE
            ) -> tuple[float, float, float, int]:
     """``(mean, s.e., z, n)`` of the per-seed difference ``variant − base`` of the cumulative rewards on ``env``."""
-    g = rows[rows.env == env].pivot_table(index="seed", columns="variant", values="cum_reward")
-    if variant not in g or base not in g:
-        return np.nan, np.nan, np.nan, 0
-    d = (g[variant] - g[base]).dropna()
-    s = tables.se(d)
-    return float(d.mean()), s, float(d.mean() / s) if s > 0 else np.nan, len(d)
+    return variants.paired(rows, env, variant, base)
 
 
-def unpaired_z(rows: pd.DataFrame, env: str, a: str, b: str) -> float:
-    """``(m_a − m_b) / √(se_a² + se_b²)`` over seeds (the headline's z for issue 55's targets)."""
-    g = rows[rows.env == env]
-    x, y = g[g.variant == a].cum_reward, g[g.variant == b].cum_reward
-    if len(x) < 2 or len(y) < 2:
-        return np.nan
-    s = float(np.hypot(tables.se(x), tables.se(y)))
-    return float((x.mean() - y.mean()) / s) if s > 0 else np.nan
+unpaired_z = variants.unpaired_z  # the headline's unpaired z (benchmarks.harness.variants)
 
 
 def verdict(rows: pd.DataFrame, variant: str = RULE, accept=ACCEPT, outside=OUTSIDE) -> str:

@@ -1,0 +1,82 @@
+"""Variants of one agent paired by seed: the runs and the statistics the pre-registered prior studies share.
+
+A study of a default (``hilofi_gap``, ``lofi_prior``, ``lrkf_prior``) runs each *variant* (a name and an
+``env -> agent`` factory) on the headline suite's runner and streams (:func:`benchmarks.harness.run.run_agents`,
+seeds ``0..n−1``) and keeps one CSV row per (env, variant, seed, rounds) — :data:`KEY_COLS` — so a re-run skips the
+rows already there.  Two readings:
+
+``paired(rows, env, variant, base)``  the per-seed difference ``d_s = R_variant,s − R_base,s`` of the cumulative
+                                      rewards: ``(mean d, s.e. d, z = mean / s.e., n)``;
+``unpaired_z(rows, env, a, b)``       ``(m_a − m_b) / √(se_a² + se_b²)`` over seeds (the headline's z for issue 55's
+                                      targets, between agents whose streams are the same but whose runs are not
+                                      paired by construction).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from benchmarks.harness import provenance, tables
+from benchmarks.harness.run import run_agents
+
+KEY_COLS = ["env", "variant", "seed", "steps"]
+
+
+def run(csv: str, envs: Sequence[str], variants: Sequence[str], seeds: int, steps: int,
+        factory: Callable[[str], Callable], settings: Callable[[object], dict],
+        make_env: Callable[[str, int], object]) -> pd.DataFrame:
+    """Run every (env, variant) for the seeds ``0..seeds−1`` not yet in ``csv`` and append their rows.
+
+    ``factory(variant)`` gives the ``env -> agent`` factory, ``settings(agent)`` the columns that record what the
+    agent was built with, ``make_env(name, steps)`` the environment.  Each row: the keys, ``cum_reward``,
+    ``late_reward`` (mean reward per round over the last quarter), the settings, ``nonfinite``, ``run_s`` and the
+    provenance columns.  Returns all rows of ``csv``.
+    """
+    rows = pd.read_csv(csv) if os.path.exists(csv) else pd.DataFrame(columns=KEY_COLS)
+    done = set(rows[KEY_COLS].itertuples(index=False, name=None))
+    for name in envs:
+        env = make_env(name, steps)
+        for variant in variants:
+            todo = [s for s in range(seeds) if (name, variant, s, steps) not in done]
+            if not todo:
+                continue
+            made = settings(factory(variant)(env))
+            res = run_agents(env, {variant: factory(variant)}, steps, todo)
+            if variant in res.failures:
+                print(f"{name} {variant} FAILED: {res.failures[variant]}", file=sys.stderr, flush=True)
+                continue
+            ps = tables.per_seed(res)
+            new = pd.DataFrame(dict(env=name, variant=variant, seed=ps["seed"].astype(int), steps=steps,
+                                    cum_reward=ps["cum_reward"], late_reward=ps["late_reward"], **made,
+                                    nonfinite=ps["nonfinite_by"].notna(), run_s=ps["run_s"],
+                                    **provenance.row_provenance()))
+            rows = tables.append_rows(csv, new)
+            print(f"{name} {variant} {made}: {new.cum_reward.mean():.1f} ± {tables.se(new.cum_reward):.1f} "
+                  f"(per seed {new.cum_reward.tolist()})", flush=True)
+    return rows
+
+
+def paired(rows: pd.DataFrame, env: str, variant: str, base: str,
+           value: str = "cum_reward") -> tuple[float, float, float, int]:
+    """``(mean, s.e., z, n)`` of the per-seed difference ``variant − base`` of ``value`` on ``env``."""
+    g = rows[rows.env == env].pivot_table(index="seed", columns="variant", values=value)
+    if variant not in g or base not in g:
+        return np.nan, np.nan, np.nan, 0
+    d = (g[variant] - g[base]).dropna()
+    s = tables.se(d)
+    return float(d.mean()), s, float(d.mean() / s) if s > 0 else np.nan, len(d)
+
+
+def unpaired_z(rows: pd.DataFrame, env: str, a: str, b: str) -> float:
+    """``(m_a − m_b) / √(se_a² + se_b²)`` of the cumulative rewards over seeds on ``env`` (NaN below two seeds)."""
+    g = rows[rows.env == env]
+    x, y = g[g.variant == a].cum_reward, g[g.variant == b].cum_reward
+    if len(x) < 2 or len(y) < 2:
+        return np.nan
+    s = float(np.hypot(tables.se(x), tables.se(y)))
+    return float((x.mean() - y.mean()) / s) if s > 0 else np.nan
