@@ -80,3 +80,19 @@ def unpaired_z(rows: pd.DataFrame, env: str, a: str, b: str) -> float:
         return np.nan
     s = float(np.hypot(tables.se(x), tables.se(y)))
     return float((x.mean() - y.mean()) / s) if s > 0 else np.nan
+
+
+def verdict(zs: dict[str, float], accept: Sequence[str], outside: Sequence[str], label: str, z: float = 1.0) -> str:
+    """A pre-registered acceptance over paired z values ``zs`` (env -> z): accepted iff no set of ``accept`` has
+    ``z < −z`` and one has ``z > z``, and no set of ``outside`` has ``z < −z``; "not decided" while a set has none.
+    ``label`` names the comparison in the sentence returned."""
+    missing = [e for e in (*accept, *outside) if not np.isfinite(zs.get(e, np.nan))]
+    if missing:
+        return f"{label}: not decided (no paired seeds yet on {missing})"
+    worse = [e for e in accept if zs[e] < -z]
+    better = [e for e in accept if zs[e] > z]
+    worse_out = [e for e in outside if zs[e] < -z]
+    ok = not worse and bool(better) and not worse_out
+    return (f"{label}: z = " + ", ".join(f"{e} {zs[e]:+.2f}" for e in (*accept, *outside))
+            + f"; headline sets worse (z < −{z:g}): {worse or 'none'}, better (z > {z:g}): {better or 'none'}; "
+            + f"outside worse: {worse_out or 'none'} → " + ("**ACCEPTED**" if ok else "**REJECTED**"))

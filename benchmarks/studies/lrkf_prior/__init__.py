@@ -105,16 +105,7 @@ def verdict(rows: pd.DataFrame, variant: str = RULE, accept=ACCEPT, outside=OUTS
     """The pre-registered acceptance (README) of ``variant − const``: on ``accept`` no paired z below ``−Z`` and one
     above ``+Z``; on ``outside`` no paired z below ``−Z``.  "not decided" while a set has no paired seeds."""
     zs = {e: paired(rows, e, variant)[2] for e in (*accept, *outside)}
-    missing = [e for e, z in zs.items() if not np.isfinite(z)]
-    if missing:
-        return f"`{variant}` − `{BASE}`: not decided (no paired seeds yet on {missing})"
-    worse = [e for e in accept if zs[e] < -Z]
-    better = [e for e in accept if zs[e] > Z]
-    worse_out = [e for e in outside if zs[e] < -Z]
-    ok = not worse and bool(better) and not worse_out
-    return (f"`{variant}` − `{BASE}`: z = " + ", ".join(f"{e} {z:+.2f}" for e, z in zs.items())
-            + f"; headline sets worse (z < −{Z:g}): {worse or 'none'}, better (z > {Z:g}): {better or 'none'}; "
-            + f"outside worse: {worse_out or 'none'} → " + ("**ACCEPTED**" if ok else "**REJECTED**"))
+    return variants.verdict(zs, accept, outside, f"`{variant}` − `{BASE}`", Z)
 
 
 def _num(x) -> str:
