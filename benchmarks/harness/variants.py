@@ -96,3 +96,35 @@ def verdict(zs: dict[str, float], accept: Sequence[str], outside: Sequence[str],
     return (f"{label}: z = " + ", ".join(f"{e} {zs[e]:+.2f}" for e in (*accept, *outside))
             + f"; headline sets worse (z < −{z:g}): {worse or 'none'}, better (z > {z:g}): {better or 'none'}; "
             + f"outside worse: {worse_out or 'none'} → " + ("**ACCEPTED**" if ok else "**REJECTED**"))
+
+
+def num(x) -> str:
+    """A setting for a table cell: ``–`` where the agent has none (e.g. linear-TS's rank), else 3 significant
+    digits."""
+    x = pd.to_numeric(x, errors="coerce")
+    return "–" if pd.isna(x) else f"{x:.3g}"
+
+
+def table_row(rows: pd.DataFrame, env: str, variant: str, settings: Sequence[str], *, base: str, pair: bool = True,
+              reference: str | None = None, extra: Sequence[str] = ()) -> str | None:
+    """One markdown row of a paired-variants table, ``None`` when ``variant`` has no rows on ``env``.
+
+    Cells: env, variant, seeds × rounds, the ``settings`` columns (:func:`num`), the cumulative reward's mean ± s.e.
+    (``†`` when a seed's state went non-finite), the paired difference against ``base`` and its z (``–`` when
+    ``pair`` is false or there are no paired seeds), with a ``reference`` the unpaired z against it, the late reward,
+    then ``extra``."""
+    g = rows[rows.env == env]
+    h = g[g.variant == variant]
+    if h.empty:
+        return None
+    m, s, z, n = paired(rows, env, variant, base) if pair else (np.nan, np.nan, np.nan, 0)
+    bad = " †" if h["nonfinite"].astype(bool).any() else ""
+    cells = [env, f"`{variant}`", f"{h.seed.nunique()} × {int(h.steps.iloc[0])}",
+             *(num(h[c].iloc[0]) for c in settings),
+             f"{h.cum_reward.mean():.1f} ± {tables.se(h.cum_reward):.1f}{bad}",
+             *([f"{m:+.1f} ± {s:.1f} ({n} seeds)", f"{z:+.2f}"] if n else ["–", "–"])]
+    if reference is not None:
+        zl = unpaired_z(rows, env, variant, reference) if variant != reference else np.nan
+        cells.append(f"{zl:+.2f}" if np.isfinite(zl) else "–")
+    cells += [f"{h.late_reward.mean():.3f}", *extra]
+    return "| " + " | ".join(cells) + " |"

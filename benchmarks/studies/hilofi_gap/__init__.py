@@ -50,7 +50,8 @@ import pandas as pd
 
 from banditkit.agents import make_agent, priors, scales
 from banditkit.agents.factory import default_model
-from benchmarks.harness import options, provenance, tables, variants
+from benchmarks.harness import options, provenance, tables
+from benchmarks.harness import variants as paired_runs
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")  # this study's outputs
 SPEC = "hilofi-thompson"
@@ -61,7 +62,7 @@ ENVS = ("Shuttle", "Adult", "Mushroom", "MovieLens", "Wheel", "FashionMNIST", "M
 WINDOWS = ((0, 500), (500, 2000), (2000, None))
 #: rounds of the uniform-random log :func:`head_prior` reads (the same read as ``scales.ROUNDS``)
 ROUNDS = 256
-KEY_COLS = variants.KEY_COLS
+KEY_COLS = paired_runs.KEY_COLS
 #: the pre-registered acceptance (README): no set with z below ``-Z``, at least one above ``+Z``
 Z = 1.0
 
@@ -232,12 +233,12 @@ def run_trace(args, csv: str) -> pd.DataFrame:
 
 # ---------------------------------------------------------------------------------------------------- variants
 def run_variants(args, csv: str) -> pd.DataFrame:
-    return variants.run(csv, args.envs, args.variants, args.seeds, args.steps, agent_factory, _settings, make_env)
+    return paired_runs.run(csv, args.envs, args.variants, args.seeds, args.steps, agent_factory, _settings, make_env)
 
 
 def paired(rows: pd.DataFrame, env: str, variant: str) -> tuple[float, float, float, int]:
     """``(mean, s.e., z, n)`` of the per-seed difference ``variant − default`` on ``env``."""
-    return variants.paired(rows, env, variant, "default")
+    return paired_runs.paired(rows, env, variant, "default")
 
 
 def verdict(rows: pd.DataFrame, variant: str, envs) -> str:
@@ -258,16 +259,8 @@ def _late(rows: pd.DataFrame, env: str, variant: str) -> str:
     """The per-seed difference of the late reward (mean per round over the last quarter), ``variant − default``."""
     if variant == "default":
         return "–"
-    g = rows[rows.env == env].pivot_table(index="seed", columns="variant", values="late_reward")
-    d = (g[variant] - g["default"]).dropna() if variant in g and "default" in g else pd.Series(dtype=float)
-    s = tables.se(d)
-    return f"{d.mean():+.4f} ± {s:.4f} (z = {d.mean() / s:+.1f})" if len(d) > 1 and s > 0 else "–"
-
-
-def _num(x) -> str:
-    """A setting for a table cell (``–`` where the agent has none, e.g. linear-TS's rank)."""
-    x = pd.to_numeric(x, errors="coerce")
-    return "–" if pd.isna(x) else f"{x:.3g}"
+    m, s, z, n = paired_runs.paired(rows, env, variant, "default", value="late_reward")
+    return f"{m:+.4f} ± {s:.4f} (z = {z:+.1f})" if n > 1 and s > 0 else "–"
 
 
 def render_variants(rows: pd.DataFrame, out: str, tag: str) -> None:
@@ -283,19 +276,11 @@ def render_variants(rows: pd.DataFrame, out: str, tag: str) -> None:
              "| env | variant | seeds × rounds | init_cov_last | init_cov_hidden | rank | R | cum. reward | "
              "− default (paired) | z | late reward | late − default (paired) |", "|" + "---|" * 12]
     for env in envs:
-        g = rows[rows.env == env]
         for v in variants:
-            h = g[g.variant == v]
-            if h.empty:
-                continue
-            m, s, z, n = paired(rows, env, v) if v != "default" else (np.nan, np.nan, np.nan, 0)
-            bad = " †" if h["nonfinite"].astype(bool).any() else ""
-            lines.append(
-                f"| {env} | `{v}` | {h.seed.nunique()} × {int(h.steps.iloc[0])} | {_num(h.init_cov_last.iloc[0])} | "
-                f"{_num(h.init_cov_hidden.iloc[0])} | {_num(h['rank'].iloc[0])} | {_num(h.obs_noise.iloc[0])} | "
-                f"{h.cum_reward.mean():.1f} ± {tables.se(h.cum_reward):.1f}{bad} | "
-                + (f"{m:+.1f} ± {s:.1f} ({n} seeds) | {z:+.2f} |" if n else "– | – |")
-                + f" {h.late_reward.mean():.3f} | {_late(rows, env, v)} |")
+            row = paired_runs.table_row(rows, env, v, ["init_cov_last", "init_cov_hidden", "rank", "obs_noise"],
+                                     base="default", pair=v != "default", extra=[_late(rows, env, v)])
+            if row is not None:
+                lines.append(row)
     # the pre-registered acceptance needs all four headline sets (a table of fewer, e.g. one longer run, has none)
     accept = [e for e in ("Shuttle", "Adult", "Mushroom", "MovieLens") if e in envs]
     accept = accept if len(accept) == 4 else []

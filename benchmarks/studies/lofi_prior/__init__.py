@@ -46,7 +46,8 @@ import pandas as pd
 
 from banditkit.agents import make_agent, priors
 from banditkit.agents.factory import DEFAULT_HYPER, default_model
-from benchmarks.harness import options, provenance, tables, variants
+from benchmarks.harness import options, provenance, tables
+from benchmarks.harness import variants as paired_runs
 from benchmarks.studies import hilofi_gap
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")  # this study's outputs
@@ -58,7 +59,7 @@ ACCEPT = ("Shuttle", "Adult", "Mushroom", "MovieLens")
 OUTSIDE = ("Wheel", "FashionMNIST")
 #: the head split (the parameter path's submodule name, as HiLoFi's ``last_layer``)
 HEAD = "head"
-KEY_COLS = variants.KEY_COLS
+KEY_COLS = paired_runs.KEY_COLS
 #: the pre-registered acceptance (README): no set with z below ``-Z``, at least one above ``+Z``
 Z = 1.0
 #: the headline suite's per-seed table of each set and its row name for make_agent's LoFi-TS / linear-TS
@@ -143,23 +144,23 @@ def _settings(agent) -> dict:
 
 # ---------------------------------------------------------------------------------------------------- variants
 def run_variants(args, csv: str) -> pd.DataFrame:
-    return variants.run(csv, args.envs, args.variants, args.seeds, args.steps, agent_factory, _settings,
+    return paired_runs.run(csv, args.envs, args.variants, args.seeds, args.steps, agent_factory, _settings,
                         hilofi_gap.make_env)
 
 
 def paired(rows: pd.DataFrame, env: str, variant: str, base: str = "default") -> tuple[float, float, float, int]:
     """``(mean, s.e., z, n)`` of the per-seed difference ``variant − base`` on ``env``."""
-    return variants.paired(rows, env, variant, base)
+    return paired_runs.paired(rows, env, variant, base)
 
 
-unpaired_z = variants.unpaired_z  # the headline's unpaired z (benchmarks.harness.variants)
+unpaired_z = paired_runs.unpaired_z  # the headline's unpaired z (benchmarks.harness.variants)
 
 
 def verdict(rows: pd.DataFrame, variant: str = "lofi_unit", accept=ACCEPT, outside=OUTSIDE) -> str:
     """The pre-registered acceptance (README): on ``accept`` no paired z below ``−Z`` and one above ``+Z``; on
     ``outside`` no paired z below ``−Z``.  "not decided" while a set has no paired seeds."""
     zs = {e: paired(rows, e, variant)[2] for e in (*accept, *outside)}
-    return variants.verdict(zs, accept, outside, f"`{variant}`", Z)
+    return paired_runs.verdict(zs, accept, outside, f"`{variant}`", Z)
 
 
 def headline_check(rows: pd.DataFrame, path: str = HEADLINE) -> list[str]:
@@ -184,11 +185,6 @@ def headline_check(rows: pd.DataFrame, path: str = HEADLINE) -> list[str]:
     return out
 
 
-def _num(x) -> str:
-    x = pd.to_numeric(x, errors="coerce")
-    return "–" if pd.isna(x) else f"{x:.3g}"
-
-
 def render_variants(rows: pd.DataFrame, out: str, tag: str) -> None:
     envs = [e for e in ENVS if e in set(rows.env)]
     variants = list(dict.fromkeys(["default", "lofi_unit", *rows.variant]))
@@ -203,20 +199,11 @@ def render_variants(rows: pd.DataFrame, out: str, tag: str) -> None:
              "| env | variant | seeds × rounds | init_cov head | init_cov other | rank | R | cum. reward | "
              "− default (paired) | z | vs linear (z) | late reward |", "|" + "---|" * 12]
     for env in envs:
-        g = rows[rows.env == env]
         for v in variants:
-            h = g[g.variant == v]
-            if h.empty:
-                continue
-            m, s, z, n = paired(rows, env, v) if v != "default" else (np.nan, np.nan, np.nan, 0)
-            zl = unpaired_z(rows, env, v, "linear") if v != "linear" else np.nan
-            bad = " †" if h["nonfinite"].astype(bool).any() else ""
-            lines.append(
-                f"| {env} | `{v}` | {h.seed.nunique()} × {int(h.steps.iloc[0])} | {_num(h.init_cov_head.iloc[0])} | "
-                f"{_num(h.init_cov_hidden.iloc[0])} | {_num(h['rank'].iloc[0])} | {_num(h.obs_noise.iloc[0])} | "
-                f"{h.cum_reward.mean():.1f} ± {tables.se(h.cum_reward):.1f}{bad} | "
-                + (f"{m:+.1f} ± {s:.1f} ({n} seeds) | {z:+.2f} |" if n else "– | – |")
-                + (f" {zl:+.2f} |" if np.isfinite(zl) else " – |") + f" {h.late_reward.mean():.3f} |")
+            row = paired_runs.table_row(rows, env, v, ["init_cov_head", "init_cov_hidden", "rank", "obs_noise"],
+                                     base="default", pair=v != "default", reference="linear")
+            if row is not None:
+                lines.append(row)
     if "lofi_unit" in variants:
         lines += ["", "**Pre-registered acceptance of `lofi_unit`** (README: Shuttle, Adult, Mushroom, MovieLens no "
                   "z < −1 and one z > 1; Wheel and Fashion-MNIST z ≥ −1): " + verdict(rows)]

@@ -39,7 +39,8 @@ import numpy as np
 import pandas as pd
 
 from banditkit.agents import make_agent, priors
-from benchmarks.harness import options, provenance, tables, variants
+from benchmarks.harness import options, provenance, tables
+from benchmarks.harness import variants as paired_runs
 from benchmarks.studies import hilofi_gap
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")  # this study's outputs
@@ -54,7 +55,7 @@ OUTSIDE = ("Wheel",)
 VARIANTS = ("const", "lrkf_unit", "linear")
 RULE = "lrkf_unit"
 BASE = "const"
-KEY_COLS = variants.KEY_COLS
+KEY_COLS = paired_runs.KEY_COLS
 #: the pre-registered acceptance (README): no set with z below ``-Z``, at least one above ``+Z``
 Z = 1.0
 
@@ -88,29 +89,24 @@ def _settings(agent) -> dict:
 
 
 def run_variants(args, csv: str) -> pd.DataFrame:
-    return variants.run(csv, args.envs, args.variants, args.seeds, args.steps, agent_factory, _settings,
+    return paired_runs.run(csv, args.envs, args.variants, args.seeds, args.steps, agent_factory, _settings,
                         hilofi_gap.make_env)
 
 
 def paired(rows: pd.DataFrame, env: str, variant: str = RULE, base: str = BASE
            ) -> tuple[float, float, float, int]:
     """``(mean, s.e., z, n)`` of the per-seed difference ``variant − base`` of the cumulative rewards on ``env``."""
-    return variants.paired(rows, env, variant, base)
+    return paired_runs.paired(rows, env, variant, base)
 
 
-unpaired_z = variants.unpaired_z  # the headline's unpaired z (benchmarks.harness.variants)
+unpaired_z = paired_runs.unpaired_z  # the headline's unpaired z (benchmarks.harness.variants)
 
 
 def verdict(rows: pd.DataFrame, variant: str = RULE, accept=ACCEPT, outside=OUTSIDE) -> str:
     """The pre-registered acceptance (README) of ``variant − const``: on ``accept`` no paired z below ``−Z`` and one
     above ``+Z``; on ``outside`` no paired z below ``−Z``.  "not decided" while a set has no paired seeds."""
     zs = {e: paired(rows, e, variant)[2] for e in (*accept, *outside)}
-    return variants.verdict(zs, accept, outside, f"`{variant}` − `{BASE}`", Z)
-
-
-def _num(x) -> str:
-    x = pd.to_numeric(x, errors="coerce")
-    return "–" if pd.isna(x) else f"{x:.3g}"
+    return paired_runs.verdict(zs, accept, outside, f"`{variant}` − `{BASE}`", Z)
 
 
 def render(rows: pd.DataFrame, out: str, tag: str) -> None:
@@ -131,20 +127,11 @@ def render(rows: pd.DataFrame, out: str, tag: str) -> None:
              "| env | variant | seeds × rounds | init_cov | rank | R | cum. reward | − const (paired) | z | "
              "vs linear (z) | late reward |", "|" + "---|" * 11]
     for env in envs:
-        g = rows[rows.env == env]
         for v in variants:
-            h = g[g.variant == v]
-            if h.empty:
-                continue
-            m, s, z, n = paired(rows, env, v) if v not in (BASE, "linear") else (np.nan, np.nan, np.nan, 0)
-            zl = unpaired_z(rows, env, v, "linear") if v != "linear" else np.nan
-            bad = " †" if h["nonfinite"].astype(bool).any() else ""
-            lines.append(
-                f"| {env} | `{v}` | {h.seed.nunique()} × {int(h.steps.iloc[0])} | {_num(h.init_cov.iloc[0])} | "
-                f"{_num(h['rank'].iloc[0])} | {_num(h.obs_noise.iloc[0])} | "
-                f"{h.cum_reward.mean():.1f} ± {tables.se(h.cum_reward):.1f}{bad} | "
-                + (f"{m:+.1f} ± {s:.1f} ({n} seeds) | {z:+.2f} |" if n else "– | – |")
-                + (f" {zl:+.2f} |" if np.isfinite(zl) else " – |") + f" {h.late_reward.mean():.3f} |")
+            row = paired_runs.table_row(rows, env, v, ["init_cov", "rank", "obs_noise"], base=BASE,
+                                     pair=v not in (BASE, "linear"), reference="linear")
+            if row is not None:
+                lines.append(row)
     if RULE in variants and BASE in variants:
         lines += ["", "**Pre-registered acceptance of the rule** (README: `lrkf_unit` − `const` on Shuttle, Adult, "
                   "Mushroom, MovieLens no z < −1 and one z > 1; Wheel z ≥ −1): " + verdict(rows)]
