@@ -27,21 +27,20 @@ def test_lofi_svd_study_runs_and_its_accuracy_part_ranks_the_methods(tmp_path):
 
 
 def test_lofi_svd_layouts_compute_the_same_products():
-    """The row-layout forms the layout part times are the same products as the column ones (a timing of a
-    different computation would compare nothing)."""
+    """Each row-layout pass the layout part times computes its column twin's product (a timing of a different
+    computation would compare nothing); both short-row and long-row projections."""
     import jax
-    import jax.numpy as jnp
     import numpy as np
 
-    from banditkit.posteriors import linalg
-
-    ups, w, c = lofi_svd._inputs(300, 4)
-    wt = w.T
-    b = wt * jax.lax.rsqrt(ups)
-    np.testing.assert_allclose(b @ b.T, linalg.inv_weighted_gram(w, ups), rtol=1e-4)
-    np.testing.assert_allclose(wt @ c[:, 0], linalg.tall_t_matmul(w, c[:, 0]), rtol=1e-4, atol=1e-4)
-    v = jnp.eye(4)[::-1]
-    np.testing.assert_allclose((v.T @ wt).T, w @ v, rtol=1e-6)
+    for rank in (4, 20):  # rows shorter and longer than linalg.SHORT_ROW
+        ups, w, c = lofi_svd._inputs(300, rank)
+        v = jax.random.normal(jax.random.PRNGKey(1), (rank, rank))
+        passes = lofi_svd.layout_passes(ups, w, c[:, 0], v)
+        assert len(passes) == 7
+        for name, (col_fn, col_args, row_fn, row_args) in passes.items():
+            col, row = np.asarray(col_fn(*col_args)), np.asarray(row_fn(*row_args))
+            row = row.T if name in ("copy", "rotation W V") else row  # (L, P) results of the row layout
+            np.testing.assert_allclose(row, col, rtol=1e-4, atol=1e-4, err_msg=name)
 
 
 def test_lofi_svd_study_refuses_bad_configs():

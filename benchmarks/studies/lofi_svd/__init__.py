@@ -212,20 +212,17 @@ def render_methods(df: pd.DataFrame) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------------------ layout
-def layout(cname: str, rank: int, rounds: int, reps: int) -> list[dict]:
-    """Each pass over the factor in the column ``(P, L)`` and the row ``(L, P)`` layout, interleaved (same numbers)."""
-    _, params, _ = make_config(cname)
-    p = int(sum(np.size(leaf) for leaf in jax.tree_util.tree_leaves(params)))
-    ups, w, c = _inputs(p, rank)
+def layout_passes(ups: jax.Array, w: jax.Array, z: jax.Array, v: jax.Array) -> dict[str, tuple]:
+    """``name -> (column fn, its args, row fn, its args)``: each pass over the factor ``W (P, L)`` in the column layout
+    and over ``Wᵀ (L, P)`` in the row layout, on the same numbers (``υ (P,)``, ``z (P,)``, ``V (L, L)``); a row
+    form's result is its column twin's, transposed where it is a matrix."""
     wt = jnp.asarray(np.ascontiguousarray(np.asarray(w).T))
-    v = jax.random.normal(jax.random.PRNGKey(9), (rank, rank), jnp.float32)
-    z = c[:, 0]
 
     def row_gram(wt, u):
         b = wt * jax.lax.rsqrt(u)
         return b @ b.T
 
-    passes = {
+    return {
         "copy": ((lambda w: w * 1.0001), (w,), (lambda wt: wt * 1.0001), (wt,)),
         "gram W'U^-1W": (linalg.inv_weighted_gram, (w, ups), row_gram, (wt, ups)),
         "rotation W V": ((lambda w, v: w @ v), (w, v), (lambda wt, v: v.T @ wt), (wt, v)),
@@ -235,8 +232,16 @@ def layout(cname: str, rank: int, rounds: int, reps: int) -> list[dict]:
         "projection W'z, product form": ((lambda w, z: z @ w), (w, z), (lambda wt, z: wt @ z), (wt, z)),
         "mat-vec W v": ((lambda w, v: w @ v[:, 0]), (w, v), (lambda wt, v: v[:, 0] @ wt), (wt, v)),
     }
+
+
+def layout(cname: str, rank: int, rounds: int, reps: int) -> list[dict]:
+    """Each pass of :func:`layout_passes` in the column and the row layout, timed interleaved."""
+    _, params, _ = make_config(cname)
+    p = int(sum(np.size(leaf) for leaf in jax.tree_util.tree_leaves(params)))
+    ups, w, c = _inputs(p, rank)
+    v = jax.random.normal(jax.random.PRNGKey(9), (rank, rank), jnp.float32)
     rows = []
-    for name, (col_fn, col_args, row_fn, row_args) in passes.items():
+    for name, (col_fn, col_args, row_fn, row_args) in layout_passes(ups, w, c[:, 0], v).items():
         t = interleaved({"column": (jax.jit(col_fn), col_args), "row": (jax.jit(row_fn), row_args)}, rounds, reps)
         rows.append(dict(config=cname, params=p, rank=rank, op=name, column_ms=t["column"]["ms"],
                          row_ms=t["row"]["ms"], row_over_column=t["row"]["ratio"]))
