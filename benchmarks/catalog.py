@@ -161,6 +161,11 @@ STUDIES = [
           "constant 0.1, pre-registered and paired by seed on the four headline sets and Wheel (5 seeds, then a "
           "20-seed confirmation: rejected), with linear-TS as the reference",
           "studies/lrkf_prior/results/lrkf_prior{,_20}.md, .csv"),
+    Entry("lofi_noise", "benchmarks.studies.lofi_noise",
+          "issue 55: LoFi-TS's observation variance capped at 1e-3 (a tempering of its over-wide predictive spread) "
+          "against make_agent's rule, pre-registered and paired by seed (20 seeds) on the four headline sets, Wheel "
+          "and Fashion-MNIST, with linear-TS as the reference",
+          "studies/lofi_noise/results/lofi_noise{,_fmnist}.md, .csv"),
 ]
 
 

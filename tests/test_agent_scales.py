@@ -90,3 +90,36 @@ def test_make_agent_uses_the_rule_unless_told_otherwise():
     assert make_agent("hilofi-thompson", env, obs_noise=0.3).likelihood.obs_noise == 0.3
     # a learned variance starts where BanditAgent starts it, above the misfit it comes down from
     assert make_agent("hilofi-thompson-adaptive_noise", env).likelihood.obs_noise == 0.1
+
+
+def test_lofi_gets_the_rule_capped_at_its_own_maximum():
+    import gymnasium as gym
+
+    from banditkit.agents.factory import MAX_OBS_NOISE
+
+    cap = MAX_OBS_NOISE["lofi"]
+    assert cap == 1e-3  # benchmarks/studies/lofi_noise pre-registered this value
+    mushroom = gym.make("banditkit/Mushroom-v0", max_steps=50)  # the rule sits at its own cap 0.1 there
+    assert scales.default_obs_noise(mushroom) == pytest.approx(0.1)
+    assert make_agent("lofi-thompson", mushroom).likelihood.obs_noise == pytest.approx(cap)
+    assert make_agent("lofi-ucb", mushroom).likelihood.obs_noise == pytest.approx(cap)  # every policy
+    for spec in ("hilofi-thompson", "lrkf-thompson", "diag_ekf-thompson"):  # the others keep the rule
+        assert make_agent(spec, mushroom).likelihood.obs_noise == pytest.approx(0.1)
+    # a min, not a constant: an environment whose rule is already below the cap keeps its rule
+    quiet = _Env(noise=0.0, amplitude=1.0)
+    quiet.functional = lambda seed, steps, f=quiet.functional: _shrunk(f(seed, steps))
+    rule = scales.default_obs_noise(quiet)
+    assert 0 < rule < cap
+    assert make_agent("lofi-thompson", quiet).likelihood.obs_noise == pytest.approx(rule)
+    # an explicit variance, a learned one and a non-Gaussian likelihood are left alone
+    assert make_agent("lofi-thompson", mushroom, obs_noise=0.3).likelihood.obs_noise == 0.3
+    assert make_agent("lofi-thompson-adaptive_noise", mushroom).likelihood.obs_noise == 0.1
+
+
+def _shrunk(fb: FunctionalBandit) -> FunctionalBandit:
+    """``fb`` with every arm's expected reward pulled towards its level (contexts explain 1 % of the old spread):
+    ``R_rule = κ v / s²`` falls below LoFi's cap."""
+    e = np.asarray(fb.expected, np.float64)
+    level = e.mean(axis=0, keepdims=True) + 2.0
+    e = level + 0.01 * (e - e.mean(axis=0, keepdims=True))
+    return fb._replace(rewards=jnp.asarray(e, jnp.float32), expected=jnp.asarray(e, jnp.float32))

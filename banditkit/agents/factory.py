@@ -66,6 +66,16 @@ DEFAULT_POLICY_HYPER: dict[str, dict] = {
     "ucb": dict(beta=1.0),
 }
 POINT_ESTIMATE_POLICIES = ("epsilon_greedy", "greedy")
+#: the largest Gaussian observation variance make_agent gives a backend, in observed units ``r / reward_scale``, where
+#: it differs from :func:`banditkit.agents.scales.default_obs_noise`'s cap: ``R = min(R_rule, cap)``.  LoFi: 10⁻³, a
+#: tempering of its predictive spread, not a noise estimate — LoFi keeps an observation's information that does not
+#: fit its rank-``L`` factor only through the diagonal of its precision, which forgets the correlations that make a
+#: dense direction certain, so its Thompson draws stay wide where the data have pinned the function down (Mushroom,
+#: rounds 2000–5000: draw s.d. 0.21 against linear-TS's 0.022).  Pre-registered in ``benchmarks/studies/lofi_noise``
+#: and accepted there at 20 seeds, paired against ``R_rule``: ahead on Adult, Mushroom, MovieLens and Fashion-MNIST
+#: (z = 2.7, 4.2, 2.0, 38.7), level on Shuttle and Wheel.  HiLoFi and LRKF keep ``R_rule`` (at 10⁻³ both collapsed on
+#: Mushroom, ``benchmarks/studies/default_noise``).
+MAX_OBS_NOISE: dict[str, float] = {"lofi": 1e-3}
 #: warm-up rounds per arm for a backend that declares ``refit`` (a fit to warm-up data: the subspace EKF), unless
 #: ``warmup_steps=`` is given.  20 (was 10): a study with its adoption rule stated in advance
 #: (``benchmarks/studies/subspace_bandit_warmup``) found τ = 20·K ahead of 10·K on MNIST, Fashion-MNIST, Shuttle and
@@ -187,8 +197,8 @@ def make_agent(
       agent_kwargs: passed to :class:`BanditAgent` (``likelihood``, ``obs_noise``, ``warmup_steps``, ...).
         Without ``obs_noise`` or ``likelihood`` the Gaussian observation variance comes from the env's own rewards:
         :func:`banditkit.agents.scales.default_obs_noise` (``R = min(ν + 0.1 v, 0.1)``: the reward's noise plus a
-        tenth of the expected reward's per-arm variance, in observed units); a learned variance
-        (``adaptive_noise``) starts at BanditAgent's 0.1.
+        tenth of the expected reward's per-arm variance, in observed units), capped per backend by
+        :data:`MAX_OBS_NOISE` (LoFi: 10⁻³); a learned variance (``adaptive_noise``) starts at BanditAgent's 0.1.
     """
     post_name, pol_name = parse_spec(spec)
     if split_noise_suffix(spec)[1]:
@@ -229,7 +239,7 @@ def make_agent(
         scale, obs_noise = _scales.units(u, agent_kwargs.get("reward_scale"))
         kwargs["reward_scale"] = scale
         if lik is None and "obs_noise" not in agent_kwargs and not agent_kwargs.get("adaptive_noise"):
-            kwargs["obs_noise"] = obs_noise
+            kwargs["obs_noise"] = min(obs_noise, MAX_OBS_NOISE.get(post_name, obs_noise))
     kwargs.update(agent_kwargs)
     cls = BanditAgent if agent_class is None else agent_class
     if not (isinstance(cls, type) and issubclass(cls, BanditAgent)):

@@ -44,7 +44,7 @@ import jax
 import numpy as np
 import pandas as pd
 
-from banditkit.agents import make_agent, priors
+from banditkit.agents import make_agent, priors, scales
 from banditkit.agents.factory import DEFAULT_HYPER, default_model
 from benchmarks.harness import options, provenance, tables
 from benchmarks.harness import variants as paired_runs
@@ -123,10 +123,12 @@ def variant_kwargs(name: str, env) -> dict:
 
 
 def agent_factory(variant: str):
-    """``env -> agent``: LoFi-TS with the variant's keywords, or for ``linear`` make_agent's linear-TS."""
+    """``env -> agent``: LoFi-TS with the variant's keywords, or for ``linear`` make_agent's linear-TS.  Every LoFi
+    variant gets the observation variance make_agent gave LoFi when this study ran, ``scales.default_obs_noise(env)``
+    (make_agent has since capped LoFi's at 10⁻³: ``benchmarks/studies/lofi_noise``), so a re-run repeats the study."""
     if variant == "linear":
         return lambda env: make_agent("linear-thompson", env)
-    return lambda env: make_agent(SPEC, env, **variant_kwargs(variant, env))
+    return lambda env: make_agent(SPEC, env, obs_noise=scales.default_obs_noise(env), **variant_kwargs(variant, env))
 
 
 def _settings(agent) -> dict:
