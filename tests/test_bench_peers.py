@@ -9,6 +9,7 @@ source) are test dependencies (the [test] extra).
 
 from __future__ import annotations
 
+import os
 import sys
 
 import gymnasium as gym
@@ -188,3 +189,16 @@ def test_the_suite_runs_agents_and_peers_into_one_table(tmp_path, monkeypatch, c
         assert f"[check headline_wheel] {name}: re-made:" in out
     assert merge.check_exit_status() == 0
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_overview_rewrite_keeps_the_hand_written_run_notes(tmp_path):
+    import shutil
+
+    results = os.path.join(os.path.dirname(__file__), os.pardir, "benchmarks", "results")
+    shutil.copy(os.path.join(results, "headline_shuttle_seeds.csv"), tmp_path)  # the committed 20-seed rows
+    (tmp_path / "headline.md").write_text("# old\n\n**Run note (by hand):** kept.\n\nits second paragraph.\n")
+    for _ in range(2):  # a re-run or --render rewrites the overview: the notes stay, once
+        headline.write_overview(str(tmp_path))
+        md = (tmp_path / "headline.md").read_text()
+        assert md.count("**Run note (by hand):** kept.") == 1 and "its second paragraph." in md
+        assert "| hilofi_ts | banditkit | **4907.6 ± 3.2** |" in md and "# old" not in md

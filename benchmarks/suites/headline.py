@@ -273,5 +273,7 @@ def write_overview(out: str, tag: str = "headline") -> None:
     lines += overview_table(found, refs) + ["", "**Rows:**", ""]
     lines += [f"- `{n}`: {describe(n)}." for n in rows_in(found)]
     lines += ["", *targets(found)]
+    notes = tables.hand_notes(os.path.join(out, f"{tag}.md"))  # a rewrite (a re-run, --render) keeps the run notes
+    lines += ["", *notes] if notes else []
     with open(os.path.join(out, f"{tag}.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
