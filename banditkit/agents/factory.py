@@ -71,10 +71,9 @@ POINT_ESTIMATE_POLICIES = ("epsilon_greedy", "greedy")
 #: tempering of its predictive spread, not a noise estimate — LoFi keeps an observation's information that does not
 #: fit its rank-``L`` factor only through the diagonal of its precision, which forgets the correlations that make a
 #: dense direction certain, so its Thompson draws stay wide where the data have pinned the function down (Mushroom,
-#: rounds 2000–5000: draw s.d. 0.21 against linear-TS's 0.022).  Pre-registered in ``benchmarks/studies/lofi_noise``
-#: and accepted there at 20 seeds, paired against ``R_rule``: ahead on Adult, Mushroom, MovieLens and Fashion-MNIST
-#: (z = 2.7, 4.2, 2.0, 38.7), level on Shuttle and Wheel.  HiLoFi and LRKF keep ``R_rule`` (at 10⁻³ both collapsed on
-#: Mushroom, ``benchmarks/studies/default_noise``).
+#: rounds 2000–5000: draw s.d. 0.21 against linear-TS's 0.022; ``benchmarks/studies/lofi_prior``).  Pre-registered
+#: and accepted at 20 seeds, paired against ``R_rule`` on six environments (``benchmarks/studies/lofi_noise``).  HiLoFi
+#: and LRKF keep ``R_rule`` (at 10⁻³ both collapsed on Mushroom, ``benchmarks/studies/default_noise``).
 MAX_OBS_NOISE: dict[str, float] = {"lofi": 1e-3}
 #: warm-up rounds per arm for a backend that declares ``refit`` (a fit to warm-up data: the subspace EKF), unless
 #: ``warmup_steps=`` is given.  20 (was 10): a study with its adoption rule stated in advance
