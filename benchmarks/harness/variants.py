@@ -14,6 +14,7 @@ rows already there.  Two readings:
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -21,7 +22,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from benchmarks.harness import provenance, tables
+from benchmarks.harness import options, provenance, tables
 from benchmarks.harness.run import run_agents
 
 KEY_COLS = ["env", "variant", "seed", "steps"]
@@ -128,3 +129,55 @@ def table_row(rows: pd.DataFrame, env: str, variant: str, settings: Sequence[str
         cells.append(f"{zl:+.2f}" if np.isfinite(zl) else "–")
     cells += [f"{h.late_reward.mean():.3f}", *extra]
     return "| " + " | ".join(cells) + " |"
+
+
+def table_rows(rows: pd.DataFrame, envs: Sequence[str], variants: Sequence[str], settings: Sequence[str], *,
+               base: str, unpaired: Sequence[str] = (), reference: str | None = None,
+               extra: Callable[[str, str], Sequence[str]] | None = None) -> list[str]:
+    """:func:`table_row` for every (env, variant) with rows, envs outer: each variant paired against ``base`` except
+    ``base`` itself and ``unpaired`` (references such as linear-TS); ``extra(env, variant)`` adds trailing cells."""
+    out = []
+    for env in envs:
+        for v in variants:
+            row = table_row(rows, env, v, settings, base=base, pair=v not in (base, *unpaired), reference=reference,
+                            extra=extra(env, v) if extra else ())
+            if row is not None:
+                out.append(row)
+    return out
+
+
+def add_arguments(p: argparse.ArgumentParser, envs: Sequence[str], variants: str, variants_help: str,
+                  seeds: int = 5) -> None:
+    """The options every paired-variants study takes: ``--envs`` (default Mushroom), ``--variants``, ``--steps``
+    (default 5000) and ``--seeds``."""
+    p.add_argument("--envs", default="Mushroom", help=f"comma list from {', '.join(envs)}")
+    p.add_argument("--variants", default=variants, help=variants_help)
+    p.add_argument("--steps", type=int, default=5000)
+    p.add_argument("--seeds", type=int, default=seeds)
+
+
+def read_arguments(args: argparse.Namespace, envs: Sequence[str], known: Callable[[str], bool], names: str,
+                   base: str | None = None, when: str | None = None) -> None:
+    """Check and normalise :func:`add_arguments`' options in place: ``args.envs`` and ``args.variants`` become lists
+    (an unknown env, a variant ``known`` refuses — ``names`` lists the valid ones —, ``--steps`` or ``--seeds`` below 1
+    exit with a message); ``base``, when given and missing, is put first (the variants are paired against it) —
+    only if variant ``when`` is asked for, when that is given; ``args.out`` is created."""
+    args.envs = options.names(args.envs, envs, "envs")
+    args.variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    if args.steps < 1 or args.seeds < 1:
+        raise SystemExit(f"--steps and --seeds must be >= 1, got {args.steps}, {args.seeds}")
+    for v in args.variants:
+        if not known(v):
+            raise SystemExit(f"unknown variant {v!r}: use {names}")
+    if base is not None and base not in args.variants and (when is None or when in args.variants):
+        args.variants = [base, *args.variants]
+    os.makedirs(args.out, exist_ok=True)
+
+
+def write_table(lines: Sequence[str], out: str, tag: str) -> None:
+    """``out/TAG.md``: ``lines``, the † footnote of :func:`table_row`, and the run notes the file already had
+    (:func:`benchmarks.harness.tables.hand_notes`: a rewrite keeps them)."""
+    path = os.path.join(out, f"{tag}.md")
+    body = [*lines, "", "A value marked † had a seed whose agent state went non-finite.", "", *tables.hand_notes(path)]
+    with open(path, "w") as fh:
+        fh.write("\n".join(body).rstrip() + "\n")

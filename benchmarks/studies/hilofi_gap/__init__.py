@@ -275,12 +275,8 @@ def render_variants(rows: pd.DataFrame, out: str, tag: str) -> None:
              *provenance.csv_provenance(rows, "seed rows"), "",
              "| env | variant | seeds × rounds | init_cov_last | init_cov_hidden | rank | R | cum. reward | "
              "− default (paired) | z | late reward | late − default (paired) |", "|" + "---|" * 12]
-    for env in envs:
-        for v in variants:
-            row = paired_runs.table_row(rows, env, v, ["init_cov_last", "init_cov_hidden", "rank", "obs_noise"],
-                                     base="default", pair=v != "default", extra=[_late(rows, env, v)])
-            if row is not None:
-                lines.append(row)
+    lines += paired_runs.table_rows(rows, envs, variants, ["init_cov_last", "init_cov_hidden", "rank", "obs_noise"],
+                                    base="default", extra=lambda env, v: [_late(rows, env, v)])
     # the pre-registered acceptance needs all four headline sets (a table of fewer, e.g. one longer run, has none)
     accept = [e for e in ("Shuttle", "Adult", "Mushroom", "MovieLens") if e in envs]
     accept = accept if len(accept) == 4 else []
@@ -293,10 +289,7 @@ def render_variants(rows: pd.DataFrame, out: str, tag: str) -> None:
                   + ("; Wheel z = {:+.2f} → {}".format(z, "not worse" if z >= -Z else "**worse: REJECTED**")
                      if "Wheel" in envs and np.isfinite(z := paired(rows, "Wheel", "head_unit")[2]) else
                      "; Wheel: not run")]
-    lines += ["", "A value marked † had a seed whose agent state went non-finite.", ""]
-    lines += tables.hand_notes(os.path.join(out, f"{tag}.md"))
-    with open(os.path.join(out, f"{tag}.md"), "w") as fh:
-        fh.write("\n".join(lines).rstrip() + "\n")
+    paired_runs.write_table(lines, out, tag)
 
 
 def render_trace(rows: pd.DataFrame, out: str, tag: str) -> None:
@@ -333,17 +326,17 @@ def render(rows: pd.DataFrame, out: str, tag: str) -> None:
     (render_trace if "window" in rows else render_variants)(rows, out, tag)
 
 
+def _known(variant: str) -> bool:
+    return variant in ("default", "head_m2", "head_unit", "adaptive", "linear") or variant.partition("=")[0] in (
+        "last", "hidden", "rank", "R", "spread", "warmup")
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(prog="python -m benchmarks study hilofi_gap", description=__doc__.split("\n")[0])
     p.add_argument("--part", choices=("variants", "trace"), default="variants",
                    help="variants: paired runs against the default; trace: per-round replay of each seed")
-    p.add_argument("--envs", default="Mushroom", help=f"comma list from {', '.join(ENVS)}")
-    p.add_argument("--variants", default="default,head_m2",
-                   help="comma list: default, head_m2, adaptive, last=V, hidden=V, rank=N, R=V, spread=C, warmup=N; "
-                        "linear "
-                        "(make_agent's linear-TS, a reference)")
-    p.add_argument("--steps", type=int, default=5000)
-    p.add_argument("--seeds", type=int, default=5)
+    paired_runs.add_arguments(p, ENVS, "default,head_m2", "comma list: default, head_m2, adaptive, last=V, hidden=V, "
+                              "rank=N, R=V, spread=C, warmup=N; linear (make_agent's linear-TS, a reference)")
     p.add_argument("--draws", type=int, default=8, help="trace: Thompson draws per round for the spread")
     options.add_csv_study_options(p, "hilofi_gap", writes="TAG.md (TAG_trace.md with --part trace)", out=HERE)
     args = p.parse_args(argv)
@@ -352,19 +345,11 @@ def main(argv=None) -> None:
     csv = options.start_csv_study(args, render)
     if csv is None:
         return
-    args.envs = options.names(args.envs, ENVS, "envs")
-    args.variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-    if args.steps < 1 or args.seeds < 1 or args.draws < 2:
-        raise SystemExit(f"--steps, --seeds must be >= 1 and --draws >= 2, got {args.steps}, {args.seeds}, "
-                         f"{args.draws}")
-    for v in args.variants:
-        if v not in ("default", "head_m2", "head_unit", "adaptive", "linear") and v.partition("=")[0] not in (
-                "last", "hidden", "rank", "R", "spread", "warmup"):
-            raise SystemExit(f"unknown variant {v!r}: use default, head_m2, adaptive, linear, last=V, hidden=V, "
-                             "rank=N, R=V, spread=C, warmup=N")
-    if args.part == "variants" and "default" not in args.variants:
-        args.variants = ["default", *args.variants]  # every variant is paired against it
-    os.makedirs(args.out, exist_ok=True)
+    if args.draws < 2:
+        raise SystemExit(f"--draws must be >= 2, got {args.draws}")
+    # every variant is paired against the default
+    paired_runs.read_arguments(args, ENVS, _known, "default, head_m2, adaptive, linear, last=V, hidden=V, rank=N, R=V, "
+                               "spread=C, warmup=N", base="default" if args.part == "variants" else None)
     rows = (run_trace if args.part == "trace" else run_variants)(args, csv)
     render(rows, args.out, args.tag)
     print(f"wrote {csv} and {args.tag}.md")

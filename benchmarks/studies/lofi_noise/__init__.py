@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from banditkit.agents import make_agent, scales
-from benchmarks.harness import options, provenance, tables
+from benchmarks.harness import options, provenance
 from benchmarks.harness import variants as paired_runs
 from benchmarks.studies import hilofi_gap
 
@@ -114,44 +114,26 @@ def render(rows: pd.DataFrame, out: str, tag: str) -> None:
              *provenance.csv_provenance(rows, "seed rows"), "",
              "| env | variant | seeds × rounds | R | init_cov | rank | cum. reward | − rule (paired) | z | "
              "vs linear (z) | late reward |", "|" + "---|" * 11]
-    for env in envs:
-        for v in variants:
-            row = paired_runs.table_row(rows, env, v, ["obs_noise", "init_cov", "rank"], base=BASE,
-                                        pair=v not in (BASE, "linear"), reference="linear")
-            if row is not None:
-                lines.append(row)
+    lines += paired_runs.table_rows(rows, envs, variants, ["obs_noise", "init_cov", "rank"], base=BASE,
+                                    unpaired=["linear"], reference="linear")
     if RULE in variants and BASE in variants:
         lines += ["", "**Pre-registered acceptance** (README: no environment with z < −1, at least two of Shuttle, "
                   "Adult, Mushroom, MovieLens with z > 1): " + verdict(rows)]
-    lines += ["", "A value marked † had a seed whose agent state went non-finite.", ""]
-    lines += tables.hand_notes(os.path.join(out, f"{tag}.md"))
-    with open(os.path.join(out, f"{tag}.md"), "w") as fh:
-        fh.write("\n".join(lines).rstrip() + "\n")
+    paired_runs.write_table(lines, out, tag)
 
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(prog="python -m benchmarks study lofi_noise", description=__doc__.split("\n")[0])
-    p.add_argument("--envs", default="Mushroom", help=f"comma list from {', '.join(ENVS)}")
-    p.add_argument("--variants", default="rule,lofi_cap,linear",
-                   help="comma list: rule (make_agent's LoFi-TS), lofi_cap (R capped at 1e-3), linear (make_agent's "
-                        "linear-TS, a reference)")
-    p.add_argument("--steps", type=int, default=5000)
-    p.add_argument("--seeds", type=int, default=20)
+    paired_runs.add_arguments(p, ENVS, "rule,lofi_cap,linear", "comma list: rule (make_agent's LoFi-TS), lofi_cap (R "
+                              "capped at 1e-3), linear (make_agent's linear-TS, a reference)", seeds=20)
     options.add_csv_study_options(p, "lofi_noise", out=HERE)
     args = p.parse_args(argv)
     csv = options.start_csv_study(args, render)
     if csv is None:
         return
-    args.envs = options.names(args.envs, ENVS, "envs")
-    args.variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-    if args.steps < 1 or args.seeds < 1:
-        raise SystemExit(f"--steps and --seeds must be >= 1, got {args.steps}, {args.seeds}")
-    for v in args.variants:
-        if v not in VARIANTS:
-            raise SystemExit(f"unknown variant {v!r}: use {', '.join(VARIANTS)}")
-    if RULE in args.variants and BASE not in args.variants:
-        args.variants = [BASE, *args.variants]  # the rule is paired against make_agent's default
-    os.makedirs(args.out, exist_ok=True)
+    # the rule is paired against make_agent's default
+    paired_runs.read_arguments(args, ENVS, VARIANTS.__contains__, ", ".join(VARIANTS),
+                               base=BASE, when=RULE)
     for name in args.envs:
         env = hilofi_gap.make_env(name, 8)
         print(f"{name}: R_rule {scales.default_obs_noise(env):.4g}, lofi_cap {capped_noise(env):.4g}", flush=True)

@@ -200,22 +200,15 @@ def render_variants(rows: pd.DataFrame, out: str, tag: str) -> None:
              *provenance.csv_provenance(rows, "seed rows"), "",
              "| env | variant | seeds × rounds | init_cov head | init_cov other | rank | R | cum. reward | "
              "− default (paired) | z | vs linear (z) | late reward |", "|" + "---|" * 12]
-    for env in envs:
-        for v in variants:
-            row = paired_runs.table_row(rows, env, v, ["init_cov_head", "init_cov_hidden", "rank", "obs_noise"],
-                                     base="default", pair=v != "default", reference="linear")
-            if row is not None:
-                lines.append(row)
+    lines += paired_runs.table_rows(rows, envs, variants, ["init_cov_head", "init_cov_hidden", "rank", "obs_noise"],
+                                    base="default", reference="linear")
     if "lofi_unit" in variants:
         lines += ["", "**Pre-registered acceptance of `lofi_unit`** (README: Shuttle, Adult, Mushroom, MovieLens no "
                   "z < −1 and one z > 1; Wheel and Fashion-MNIST z ≥ −1): " + verdict(rows)]
     check = headline_check(rows)
     if check:
         lines += ["", "**Reproduction of the headline's per-seed rewards:**", "", *[f"- {c}" for c in check]]
-    lines += ["", "A value marked † had a seed whose agent state went non-finite.", ""]
-    lines += tables.hand_notes(os.path.join(out, f"{tag}.md"))
-    with open(os.path.join(out, f"{tag}.md"), "w") as fh:
-        fh.write("\n".join(lines).rstrip() + "\n")
+    paired_runs.write_table(lines, out, tag)
 
 
 # ------------------------------------------------------------------------------------------------------- trace
@@ -254,12 +247,8 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(prog="python -m benchmarks study lofi_prior", description=__doc__.split("\n")[0])
     p.add_argument("--part", choices=("variants", "trace"), default="variants",
                    help="variants: paired runs against the default; trace: per-round replay of each seed")
-    p.add_argument("--envs", default="Mushroom", help=f"comma list from {', '.join(ENVS)}")
-    p.add_argument("--variants", default="default,lofi_unit",
-                   help="comma list: default, lofi_unit (the pre-registered rule), head=V, linear (make_agent's "
-                        "linear-TS, a reference)")
-    p.add_argument("--steps", type=int, default=5000)
-    p.add_argument("--seeds", type=int, default=5)
+    paired_runs.add_arguments(p, ENVS, "default,lofi_unit", "comma list: default, lofi_unit (the pre-registered rule), "
+                              "head=V, linear (make_agent's linear-TS, a reference)")
     p.add_argument("--draws", type=int, default=8, help="trace: Thompson draws per round for the spread")
     options.add_csv_study_options(p, "lofi_prior", writes="TAG.md (TAG_trace.md with --part trace)", out=HERE)
     args = p.parse_args(argv)
@@ -268,17 +257,12 @@ def main(argv=None) -> None:
     csv = options.start_csv_study(args, render)
     if csv is None:
         return
-    args.envs = options.names(args.envs, ENVS, "envs")
-    args.variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-    if args.steps < 1 or args.seeds < 1 or args.draws < 2:
-        raise SystemExit(f"--steps, --seeds must be >= 1 and --draws >= 2, got {args.steps}, {args.seeds}, "
-                         f"{args.draws}")
-    for v in args.variants:
-        if v not in ("default", "lofi_unit", "linear") and v.partition("=")[0] != "head":
-            raise SystemExit(f"unknown variant {v!r}: use default, lofi_unit, head=V, linear")
-    if args.part == "variants" and "default" not in args.variants:
-        args.variants = ["default", *args.variants]  # every variant is paired against it
-    os.makedirs(args.out, exist_ok=True)
+    if args.draws < 2:
+        raise SystemExit(f"--draws must be >= 2, got {args.draws}")
+    # every variant is paired against the default
+    known = lambda v: v in ("default", "lofi_unit", "linear") or v.startswith("head=")  # noqa: E731
+    paired_runs.read_arguments(args, ENVS, known, "default, lofi_unit, head=V, linear",
+                               base="default" if args.part == "variants" else None)
     if "lofi_unit" in args.variants:
         for name in args.envs:
             env = hilofi_gap.make_env(name, 8)

@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from banditkit.agents import make_agent, priors
-from benchmarks.harness import options, provenance, tables
+from benchmarks.harness import options, provenance
 from benchmarks.harness import variants as paired_runs
 from benchmarks.studies import hilofi_gap
 
@@ -126,44 +126,27 @@ def render(rows: pd.DataFrame, out: str, tag: str) -> None:
              *provenance.csv_provenance(rows, "seed rows"), "",
              "| env | variant | seeds × rounds | init_cov | rank | R | cum. reward | − const (paired) | z | "
              "vs linear (z) | late reward |", "|" + "---|" * 11]
-    for env in envs:
-        for v in variants:
-            row = paired_runs.table_row(rows, env, v, ["init_cov", "rank", "obs_noise"], base=BASE,
-                                     pair=v not in (BASE, "linear"), reference="linear")
-            if row is not None:
-                lines.append(row)
+    lines += paired_runs.table_rows(rows, envs, variants, ["init_cov", "rank", "obs_noise"], base=BASE,
+                                    unpaired=["linear"], reference="linear")
     if RULE in variants and BASE in variants:
         lines += ["", "**Pre-registered acceptance of the rule** (README: `lrkf_unit` − `const` on Shuttle, Adult, "
                   "Mushroom, MovieLens no z < −1 and one z > 1; Wheel z ≥ −1): " + verdict(rows)]
-    lines += ["", "A value marked † had a seed whose agent state went non-finite.", ""]
-    lines += tables.hand_notes(os.path.join(out, f"{tag}.md"))
-    with open(os.path.join(out, f"{tag}.md"), "w") as fh:
-        fh.write("\n".join(lines).rstrip() + "\n")
+    paired_runs.write_table(lines, out, tag)
 
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(prog="python -m benchmarks study lrkf_prior", description=__doc__.split("\n")[0])
-    p.add_argument("--envs", default="Mushroom", help=f"comma list from {', '.join(ENVS)}")
-    p.add_argument("--variants", default="const,lrkf_unit,linear",
-                   help="comma list: const (init_cov 0.1, make_agent's constant), lrkf_unit (the unit low-rank "
-                        "rule's init_cov), linear (make_agent's linear-TS, a reference)")
-    p.add_argument("--steps", type=int, default=5000)
-    p.add_argument("--seeds", type=int, default=5)
+    paired_runs.add_arguments(p, ENVS, "const,lrkf_unit,linear", "comma list: const (init_cov 0.1, make_agent's "
+                              "constant), lrkf_unit (the unit low-rank rule's init_cov), linear (make_agent's "
+                              "linear-TS, a reference)")
     options.add_csv_study_options(p, "lrkf_prior", out=HERE)
     args = p.parse_args(argv)
     csv = options.start_csv_study(args, render)
     if csv is None:
         return
-    args.envs = options.names(args.envs, ENVS, "envs")
-    args.variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-    if args.steps < 1 or args.seeds < 1:
-        raise SystemExit(f"--steps and --seeds must be >= 1, got {args.steps}, {args.seeds}")
-    for v in args.variants:
-        if v not in VARIANTS:
-            raise SystemExit(f"unknown variant {v!r}: use {', '.join(VARIANTS)}")
-    if RULE in args.variants and BASE not in args.variants:
-        args.variants = [BASE, *args.variants]  # the rule is paired against the constant
-    os.makedirs(args.out, exist_ok=True)
+    # the rule is paired against the constant
+    paired_runs.read_arguments(args, ENVS, VARIANTS.__contains__, ", ".join(VARIANTS),
+                               base=BASE, when=RULE)
     if RULE in args.variants:
         for name in args.envs:
             env = hilofi_gap.make_env(name, 8)
