@@ -7,6 +7,7 @@ import gymnasium as gym
 import numpy as np
 import pandas as pd
 import pytest
+from paired_rows import paired_rows
 
 import banditkit as bk
 from banditkit.agents import scales
@@ -33,12 +34,7 @@ def test_variants_build_the_rule_the_capped_rule_and_linear_ts():
 
 
 def _rows(diffs):
-    out = []
-    for env, d in diffs.items():
-        for seed, x in enumerate(d):
-            out += [dict(env=env, variant="rule", seed=seed, steps=5000, cum_reward=100.0),
-                    dict(env=env, variant="lofi_cap", seed=seed, steps=5000, cum_reward=100.0 + x)]
-    return pd.DataFrame(out)
+    return paired_rows(diffs, "rule", "lofi_cap")
 
 
 def test_verdict_applies_the_preregistered_rule():

@@ -8,6 +8,7 @@ import jax
 import numpy as np
 import pandas as pd
 import pytest
+from paired_rows import paired_rows
 
 import banditkit as bk
 from banditkit.agents import priors
@@ -68,12 +69,7 @@ class _PerArm:
 
 
 def _rows(diffs, variant="lofi_unit"):
-    out = []
-    for env, d in diffs.items():
-        for seed, x in enumerate(d):
-            out += [dict(env=env, variant="default", seed=seed, steps=5000, cum_reward=100.0),
-                    dict(env=env, variant=variant, seed=seed, steps=5000, cum_reward=100.0 + x)]
-    return pd.DataFrame(out)
+    return paired_rows(diffs, "default", variant)
 
 
 def test_verdict_applies_the_preregistered_rule_with_the_outside_sets():

@@ -7,6 +7,7 @@ import gymnasium as gym
 import numpy as np
 import pandas as pd
 import pytest
+from paired_rows import paired_rows
 
 import banditkit as bk
 from banditkit.agents import priors
@@ -36,12 +37,7 @@ def test_variants_build_the_constant_the_rule_and_linear_ts():
 
 
 def _rows(diffs):
-    out = []
-    for env, d in diffs.items():
-        for seed, x in enumerate(d):
-            out += [dict(env=env, variant="const", seed=seed, steps=5000, cum_reward=100.0),
-                    dict(env=env, variant="lrkf_unit", seed=seed, steps=5000, cum_reward=100.0 + x)]
-    return pd.DataFrame(out)
+    return paired_rows(diffs, "const", "lrkf_unit")
 
 
 def test_verdict_applies_the_preregistered_rule_with_wheel_outside():

@@ -146,6 +146,25 @@ def table_rows(rows: pd.DataFrame, envs: Sequence[str], variants: Sequence[str],
     return out
 
 
+def paired_table(rows: pd.DataFrame, envs: Sequence[str], variants: Sequence[str], *, title: str, base: str,
+                 settings: Sequence[tuple[str, str]], settings_note: str) -> list[str]:
+    """The lines of a rule's table against ``base`` with linear-TS as the reference: the title, what the columns
+    mean (``settings_note`` says what the settings are), the runs' provenance, the header and :func:`table_rows`
+    (``settings``: ``(column, header)`` pairs; ``linear`` unpaired)."""
+    header = " | ".join(h for _, h in settings)
+    return [f"# {title}", "",
+            f"Cumulative reward over the rounds, mean ± s.e. over seeds; `− {base}`: mean ± s.e. of the per-seed "
+            "difference and its z (the headline suite's runner and streams, seeds 0..n−1); `vs linear`: the "
+            "headline's unpaired z = (m − m_linear) / √(se² + se_linear²) against make_agent's linear-TS in the same "
+            "run.  Shuttle, Adult, Mushroom, MovieLens, Fashion-MNIST: real data; Wheel: synthetic.  Settings: "
+            + settings_note, "",
+            *provenance.csv_provenance(rows, "seed rows"), "",
+            f"| env | variant | seeds × rounds | {header} | cum. reward | − {base} (paired) | z | vs linear (z) | "
+            "late reward |", "|" + "---|" * (8 + len(settings)),
+            *table_rows(rows, envs, variants, [c for c, _ in settings], base=base, unpaired=["linear"],
+                        reference="linear")]
+
+
 def add_arguments(p: argparse.ArgumentParser, envs: Sequence[str], variants: str, variants_help: str,
                   seeds: int = 5) -> None:
     """The options every paired-variants study takes: ``--envs`` (default Mushroom), ``--variants``, ``--steps``

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from banditkit.agents import make_agent, scales
-from benchmarks.harness import options, provenance
+from benchmarks.harness import options
 from benchmarks.harness import variants as paired_runs
 from benchmarks.studies import hilofi_gap
 
@@ -103,19 +103,12 @@ def render(rows: pd.DataFrame, out: str, tag: str) -> None:
     unpaired z against ``linear``, the late reward; the pre-registered verdict."""
     envs = [e for e in ENVS if e in set(rows.env)]
     variants = list(dict.fromkeys([*VARIANTS, *rows.variant]))
-    lines = ["# LoFi-TS: make_agent's observation variance (`rule`) against the same capped at 10⁻³ (`lofi_cap`), "
-             "paired by seed", "",
-             "Cumulative reward over the rounds, mean ± s.e. over seeds; `− rule`: mean ± s.e. of the per-seed "
-             "difference and its z (the headline suite's runner and streams, seeds 0..n−1); `vs linear`: the "
-             "headline's unpaired z = (m − m_linear) / √(se² + se_linear²) against make_agent's linear-TS in the same "
-             "run.  Shuttle, Adult, Mushroom, MovieLens, Fashion-MNIST: real data; Wheel: synthetic.  Settings: the "
-             "observation variance R (observed units r / s), LoFi's prior variance init_cov and rank (– for "
-             "linear-TS, whose R is its learned noise's starting value).", "",
-             *provenance.csv_provenance(rows, "seed rows"), "",
-             "| env | variant | seeds × rounds | R | init_cov | rank | cum. reward | − rule (paired) | z | "
-             "vs linear (z) | late reward |", "|" + "---|" * 11]
-    lines += paired_runs.table_rows(rows, envs, variants, ["obs_noise", "init_cov", "rank"], base=BASE,
-                                    unpaired=["linear"], reference="linear")
+    lines = paired_runs.paired_table(
+        rows, envs, variants, base=BASE, settings=[("obs_noise", "R"), ("init_cov", "init_cov"), ("rank", "rank")],
+        title="LoFi-TS: make_agent's observation variance (`rule`) against the same capped at 10⁻³ (`lofi_cap`), "
+              "paired by seed",
+        settings_note="the observation variance R (observed units r / s), LoFi's prior variance init_cov and rank "
+                      "(– for linear-TS, whose R is its learned noise's starting value).")
     if RULE in variants and BASE in variants:
         lines += ["", "**Pre-registered acceptance** (README: no environment with z < −1, at least two of Shuttle, "
                   "Adult, Mushroom, MovieLens with z > 1): " + verdict(rows)]

@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from banditkit.agents import make_agent, priors
-from benchmarks.harness import options, provenance
+from benchmarks.harness import options
 from benchmarks.harness import variants as paired_runs
 from benchmarks.studies import hilofi_gap
 
@@ -114,20 +114,13 @@ def render(rows: pd.DataFrame, out: str, tag: str) -> None:
     the unpaired z against ``linear``, the late reward; the pre-registered verdict."""
     envs = [e for e in ENVS if e in set(rows.env)]
     variants = list(dict.fromkeys([*VARIANTS, *rows.variant]))
-    lines = ["# LRKF-TS: make_agent's constant prior (`const`, init_cov 0.1) against the unit low-rank rule "
-             "(`lrkf_unit`), paired by seed", "",
-             "Cumulative reward over the rounds, mean ± s.e. over seeds; `− const`: mean ± s.e. of the per-seed "
-             "difference and its z (the headline suite's runner and streams, seeds 0..n−1); `vs linear`: the "
-             "headline's unpaired z = (m − m_linear) / √(se² + se_linear²) against make_agent's linear-TS in the same "
-             "run.  Shuttle, Adult, Mushroom, MovieLens, Fashion-MNIST: real data; Wheel: synthetic.  Settings: "
-             "LRKF's prior variance init_cov (for `lrkf_unit` the value the rule chose on that env; for `linear` "
-             "linear-TS's own prior variance), the rank and the observation variance R (observed units r / s) the "
-             "agent was built with.", "",
-             *provenance.csv_provenance(rows, "seed rows"), "",
-             "| env | variant | seeds × rounds | init_cov | rank | R | cum. reward | − const (paired) | z | "
-             "vs linear (z) | late reward |", "|" + "---|" * 11]
-    lines += paired_runs.table_rows(rows, envs, variants, ["init_cov", "rank", "obs_noise"], base=BASE,
-                                    unpaired=["linear"], reference="linear")
+    lines = paired_runs.paired_table(
+        rows, envs, variants, base=BASE, settings=[("init_cov", "init_cov"), ("rank", "rank"), ("obs_noise", "R")],
+        title="LRKF-TS: make_agent's constant prior (`const`, init_cov 0.1) against the unit low-rank rule "
+              "(`lrkf_unit`), paired by seed",
+        settings_note="LRKF's prior variance init_cov (for `lrkf_unit` the value the rule chose on that env; for "
+                      "`linear` linear-TS's own prior variance), the rank and the observation variance R (observed "
+                      "units r / s) the agent was built with.")
     if RULE in variants and BASE in variants:
         lines += ["", "**Pre-registered acceptance of the rule** (README: `lrkf_unit` − `const` on Shuttle, Adult, "
                   "Mushroom, MovieLens no z < −1 and one z > 1; Wheel z ≥ −1): " + verdict(rows)]
