@@ -76,6 +76,23 @@ def test_variant_keywords_change_one_setting_each():
         study.variant_kwargs("temperature=2", env)
 
 
+def test_head_range_centres_the_head_on_the_expected_rewards_range():
+    env = gym.make("banditkit/Mushroom-v0", max_steps=40)
+    lo, hi = study.reward_range(env)
+    assert (lo, hi) == pytest.approx((-1.0, 1.0 / 3.0))  # E r in {-15, 0, 5} / s = 15: poisonous eaten, skip, edible
+    default, ranged = study.agent_factory("default")(env), study.agent_factory("head_range")(env)
+    # the head's variance: the default's unit-head prior times the squared half-range; the rest as make_agent sets it
+    want = ((hi - lo) / 2) ** 2 * default.posterior.hyper["init_cov_last"]
+    assert ranged.posterior.hyper["init_cov_last"] == pytest.approx(want)
+    assert ranged.posterior.hyper["arms"] == default.posterior.hyper["arms"] == 2 and ranged.affine_head
+    assert study._settings(ranged) == {**study._settings(default), "init_cov_last": pytest.approx(want)}
+    # the prior mean: the same weights with the head's bias moved to the midpoint
+    key, x = jax.random.PRNGKey(3), np.zeros(117, np.float32)
+    p0, p1 = default.model.init(key, x), ranged.model.init(key, x)
+    np.testing.assert_allclose(p1["params"]["head"]["bias"], p0["params"]["head"]["bias"] + (hi + lo) / 2)
+    np.testing.assert_array_equal(p1["params"]["dense_0"]["kernel"], p0["params"]["dense_0"]["kernel"])
+
+
 def test_trace_replays_the_compiled_runners_actions():
     steps, seeds = 30, [0, 1]
     env = gym.make("banditkit/Mushroom-v0", max_steps=steps)

@@ -24,7 +24,9 @@ variance (``scales.units``), ``φ(x) (H,)`` the head's input (the last hidden la
 ``model.init(PRNGKey(0))``; ``+ 1``: the bias).  Under ``w ~ N(w₀, σ_ℓ² I)`` the head moves an output by
 ``σ_ℓ² (‖φ‖² + 1)`` in variance: the rule sets that to the share of ``E[y²]`` the likelihood's ``R`` does not hold.
 ``head_unit`` (the second pre-registered rule) sets it to 1, the largest expected reward in observed units
-(``s = max |E r|``): ``σ_ℓ² = 1 / E[‖φ(x)‖² + 1]``.
+(``s = max |E r|``): ``σ_ℓ² = 1 / E[‖φ(x)‖² + 1]``.  ``head_range`` (a screen, not pre-registered) centres the
+head on the range of the expected reward: the head's bias starts at the midpoint ``(max + min) / 2`` of ``E y`` over
+``functional(0, 256)`` and ``σ_ℓ² = ((max − min) / 2)² / E[‖φ(x)‖² + 1]`` (:func:`reward_range`).
 
 Writes ``TAG.csv`` / ``TAG.md`` (variants; each process appends, skipping rows already there) and
 ``TAG_trace.csv`` / ``TAG_trace.md`` (trace) in this study's ``results/``.
@@ -98,6 +100,28 @@ def head_prior(env, rounds: int = ROUNDS, seed: int = 0) -> dict[str, float]:
                 unit=1.0 / phi2)
 
 
+class ShiftedHead:
+    """``model`` whose ``head`` bias starts ``bias`` higher (``init``); ``apply`` is the model's."""
+
+    def __init__(self, model, bias: float):
+        self.model, self.bias = model, float(bias)
+
+    def init(self, key, x):
+        params = self.model.init(key, x)
+        params["params"]["head"]["bias"] = params["params"]["head"]["bias"] + self.bias
+        return params
+
+    def apply(self, params, x, **kwargs):
+        return self.model.apply(params, x, **kwargs)
+
+
+def reward_range(env, rounds: int = ROUNDS) -> tuple[float, float]:
+    """``(min, max)`` of the expected reward in observed units ``E r / s`` over ``functional(0, rounds)``."""
+    u = getattr(env, "unwrapped", env)
+    expected = np.asarray(u.functional(0, rounds).expected, np.float64) / scales.reward_scale(u)
+    return float(expected.min()), float(expected.max())
+
+
 def variant_kwargs(name: str, env) -> dict:
     """``make_agent`` keywords of a variant: ``default`` (none), ``head_m2`` / ``head_unit`` (:func:`head_prior`'s
     ``init_cov_last`` / ``unit``), ``last=V`` /
@@ -111,6 +135,15 @@ def variant_kwargs(name: str, env) -> dict:
         return dict(posterior_kwargs=dict(init_cov_last=head_prior(env)["init_cov_last"]))
     if name == "head_unit":
         return dict(posterior_kwargs=dict(init_cov_last=head_prior(env)["unit"]))
+    if name == "head_range":
+        u = getattr(env, "unwrapped", env)
+        lo, hi = reward_range(u)
+        model = default_model(u, "hilofi")[0]
+        # a model given to make_agent keeps one dense head block and no affine-head detection: both set as make_agent
+        # sets them for its own default model
+        return dict(model=ShiftedHead(model, (hi + lo) / 2), affine_head=True,
+                    posterior_kwargs=dict(init_cov_last=((hi - lo) / 2) ** 2 * priors.unit_head_prior(u, model),
+                                          arms=int(u.num_actions)))
     if name == "adaptive":
         return dict(adaptive_noise=True)
     key, sep, value = name.partition("=")
@@ -327,16 +360,17 @@ def render(rows: pd.DataFrame, out: str, tag: str) -> None:
 
 
 def _known(variant: str) -> bool:
-    return variant in ("default", "head_m2", "head_unit", "adaptive", "linear") or variant.partition("=")[0] in (
-        "last", "hidden", "rank", "R", "spread", "warmup")
+    return variant in ("default", "head_m2", "head_unit", "head_range", "adaptive", "linear") or (
+        variant.partition("=")[0] in ("last", "hidden", "rank", "R", "spread", "warmup"))
 
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(prog="python -m benchmarks study hilofi_gap", description=__doc__.split("\n")[0])
     p.add_argument("--part", choices=("variants", "trace"), default="variants",
                    help="variants: paired runs against the default; trace: per-round replay of each seed")
-    paired_runs.add_arguments(p, ENVS, "default,head_m2", "comma list: default, head_m2, adaptive, last=V, hidden=V, "
-                              "rank=N, R=V, spread=C, warmup=N; linear (make_agent's linear-TS, a reference)")
+    paired_runs.add_arguments(p, ENVS, "default,head_m2", "comma list: default, head_m2, head_unit, head_range, "
+                              "adaptive, last=V, hidden=V, rank=N, R=V, spread=C, warmup=N; linear (make_agent's "
+                              "linear-TS, a reference)")
     p.add_argument("--draws", type=int, default=8, help="trace: Thompson draws per round for the spread")
     options.add_csv_study_options(p, "hilofi_gap", writes="TAG.md (TAG_trace.md with --part trace)", out=HERE)
     args = p.parse_args(argv)
@@ -348,8 +382,9 @@ def main(argv=None) -> None:
     if args.draws < 2:
         raise SystemExit(f"--draws must be >= 2, got {args.draws}")
     # every variant is paired against the default
-    paired_runs.read_arguments(args, ENVS, _known, "default, head_m2, adaptive, linear, last=V, hidden=V, rank=N, R=V, "
-                               "spread=C, warmup=N", base="default" if args.part == "variants" else None)
+    paired_runs.read_arguments(args, ENVS, _known, "default, head_m2, head_unit, head_range, adaptive, linear, "
+                               "last=V, hidden=V, rank=N, R=V, spread=C, warmup=N",
+                               base="default" if args.part == "variants" else None)
     rows = (run_trace if args.part == "trace" else run_variants)(args, csv)
     render(rows, args.out, args.tag)
     print(f"wrote {csv} and {args.tag}.md")
