@@ -1,6 +1,6 @@
 """The ``banditkit`` command line (API.md §10): ``demo``, ``run``, ``compare`` (:mod:`~banditkit.cli.bandit`), ``bo``
 (:mod:`~banditkit.cli.bo`, :mod:`~banditkit.cli.bo_space`), ``data fetch|list`` (:mod:`~banditkit.cli.data`), and for
-logged data ``evaluate`` and ``warmstart`` (:mod:`banditkit.offline.commands`).
+logged data ``evaluate`` and ``warmstart`` (:mod:`~banditkit.cli.offline`).
 
 Every experiment command writes into ``--out`` (created if needed) through
 :class:`~banditkit.experiments.results_folder.ResultsFolder`::
@@ -54,8 +54,7 @@ __all__ = ["main", "build_parser", "CLIError", "DEMO_AGENTS"]
 def build_parser() -> argparse.ArgumentParser:
     """The ``banditkit`` parser: one sub-parser per command, each registered by its module."""
     from banditkit import __version__
-    from banditkit.cli import bandit, bo, data, sweep
-    from banditkit.offline.commands import register as register_offline
+    from banditkit.cli import bandit, bo, data, offline, sweep
 
     p = Parser(
         prog="banditkit",
@@ -68,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     bo.register(sub)
     data.register(sub)
     sweep.register(sub)
-    register_offline(sub)  # evaluate, warmstart (logged data; their logic lives in banditkit/offline/commands.py)
+    offline.register(sub)  # evaluate, warmstart (logged data; their logic lives in banditkit/offline/commands.py)
     return p
 
 

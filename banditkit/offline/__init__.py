@@ -12,7 +12,7 @@ Modules: :mod:`~banditkit.offline.log` (format, Parquet), :mod:`~banditkit.offli
 :mod:`~banditkit.offline.reward_model` (q̂ for DM / DR), :mod:`~banditkit.offline.warmstart` (learning from logs),
 :mod:`~banditkit.offline.evaluate` (the table), :mod:`~banditkit.offline.report` (its files),
 :mod:`~banditkit.offline.serving` (an agent behind a service), :mod:`~banditkit.offline.simulate` (logs from the
-simulators, with the truth), :mod:`~banditkit.offline.commands` (``banditkit evaluate`` / ``warmstart``).
+simulators, with the truth), :mod:`~banditkit.offline.commands` (the work of ``banditkit evaluate`` / ``warmstart``).
 """
 
 from banditkit.offline.checks import LogError, MissingPropensityWarning

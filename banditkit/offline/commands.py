@@ -1,5 +1,5 @@
-"""The logic of ``banditkit evaluate`` and ``banditkit warmstart`` (the ``banditkit.cli`` package only registers
-them: :func:`register`).
+"""The logic of ``banditkit evaluate`` and ``banditkit warmstart`` (their argument parsing lives in
+:mod:`banditkit.cli.offline`).
 
 ``banditkit evaluate --log FILE --agents SPEC,SPEC,... [--out DIR]``::
 
@@ -19,15 +19,13 @@ a :class:`~banditkit.offline.serving.ServingAgent` checkpoint (``<out>/<spec>.bk
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 
 import jax
 
 from banditkit.offline.checks import LogError
-from banditkit.offline.estimators import ESTIMATORS
-from banditkit.offline.evaluate import evaluate, to_markdown
+from banditkit.offline.evaluate import evaluate
 from banditkit.offline.log import LoggedFeedback, load
 from banditkit.offline.report import write_report
 from banditkit.offline.reward_model import agent_for_log, reward_predictions
@@ -40,13 +38,6 @@ def read_log(path: str, num_actions: int | None = None) -> LoggedFeedback:
         return load(path, num_actions)
     except LogError as e:
         raise ValueError(f"{path}: invalid bandit log: " + "; ".join(e.problems)) from e
-
-
-def _specs(text: str) -> list[str]:
-    specs = [s.strip() for s in text.split(",") if s.strip()]
-    if not specs:
-        raise ValueError("--agents needs at least one agent spec, e.g. linear-greedy,hilofi-thompson")
-    return specs
 
 
 def run_evaluate(
@@ -104,84 +95,3 @@ def run_warmstart(log_path: str, spec: str, *, out: str = "results", num_actions
     serving = ServingAgent.from_log(spec, log, seed=seed, weighting=weighting)
     os.makedirs(out, exist_ok=True)
     return serving.save(os.path.join(out, re.sub(r"[^A-Za-z0-9_.-]+", "_", spec) + ".bk"))
-
-
-# ------------------------------------------------------------------------------------------------ argparse
-def _fraction(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1), got {text!r}") from None
-    if not 0.0 <= v < 1.0:
-        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1), got {text}")
-    return v
-
-
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--log", required=True, help="the logged feedback: a Parquet (or CSV) file with columns x0.. (or "
-                   "a{k}_x{j}), action, reward and propensity (see help(banditkit.offline.log))")
-    p.add_argument("--num-actions", type=int, default=None, help="number of arms K (default: from the file)")
-    p.add_argument("--weighting", choices=["resample"], default=None,
-                   help="warm-start on an importance-resampled log (rows drawn with probability ∝ 1/propensity)")
-    p.add_argument("--seed", type=int, default=0, help="PRNG seed (agent initialisation, Monte-Carlo draws)")
-    p.add_argument("--quiet", action="store_true", help="print less")
-
-
-def register(sub) -> None:
-    """Add the ``evaluate`` and ``warmstart`` sub-commands to ``banditkit``'s sub-parsers."""
-    e = sub.add_parser(
-        "evaluate",
-        help="off-policy evaluation of agents on a logged-feedback file",
-        description="Warm-start each agent on the first --train-fraction of the log, then estimate its value on "
-        "the rest (DM, IPS, SNIPS, DR, SNDR, Switch-DR with intervals) next to the logging policy's; writes "
-        "evaluate.csv, evaluate.md and evaluate.png into --out.",
-    )
-    _common(e)
-    e.add_argument("--agents", required=True, help="comma-separated agent specs: linear-greedy,hilofi-thompson,...")
-    e.add_argument("--train-fraction", type=_fraction, default=0.5,
-                   help="share of the log (its first rows) the agents and the reward model learn from (default "
-                   "0.5; 0: agents at their prior, the reward model cross-fitted on the log)")
-    e.add_argument("--reward-model", default="linear",
-                   help="agent spec of the reward model for DM / DR (default linear; 'none': IPS and SNIPS only)")
-    e.add_argument("--estimators", default=None, help=f"comma-separated subset of {', '.join(ESTIMATORS)}")
-    e.add_argument("--interval", choices=["normal", "bootstrap"], default="normal", help="interval kind")
-    e.add_argument("--alpha", type=float, default=0.05, help="1 - confidence level of the intervals (default 0.05)")
-    e.add_argument("--folds", type=int, default=2, help="cross-fitting folds with --train-fraction 0 (default 2)")
-    e.add_argument("--draws", type=int, default=256,
-                   help="Monte-Carlo draws for the action probabilities of Thompson-sampling agents (default 256)")
-    e.add_argument("--out", default=os.path.join("results", "evaluate"), help="output folder")
-    e.set_defaults(func=cmd_evaluate)
-
-    w = sub.add_parser(
-        "warmstart",
-        help="start an agent from a logged-feedback file and save it for serving",
-        description="One pass of the agent's observe over the whole log; the state is saved (atomically) as "
-        "<out>/<agent>.bk, which bk.offline.ServingAgent.load reads.",
-    )
-    _common(w)
-    w.add_argument("--agent", required=True, help="agent spec, e.g. hilofi-thompson")
-    w.add_argument("--out", default="results", help="output folder (default results)")
-    w.set_defaults(func=cmd_warmstart)
-
-
-def cmd_evaluate(args) -> int:
-    reward_model = None if str(args.reward_model).lower() == "none" else args.reward_model
-    estimators = [s.strip() for s in args.estimators.split(",")] if args.estimators else None
-    table, paths = run_evaluate(
-        args.log, _specs(args.agents), out=args.out, num_actions=args.num_actions,
-        train_fraction=args.train_fraction, reward_model=reward_model, estimators=estimators,
-        interval=args.interval, alpha=args.alpha, folds=args.folds, num_draws=args.draws,
-        weighting=args.weighting, seed=args.seed,
-    )
-    print(to_markdown(table))
-    if not args.quiet:
-        print(f"\ntrained on {table.attrs['train_rows']} rows, evaluated on {table.attrs['test_rows']}; wrote "
-              f"{paths['csv']}, {paths['md']}, {paths['png']}")
-    return 0
-
-
-def cmd_warmstart(args) -> int:
-    path = run_warmstart(args.log, args.agent, out=args.out, num_actions=args.num_actions, weighting=args.weighting,
-                         seed=args.seed)
-    print(f"wrote {path}" if not args.quiet else path)
-    return 0
