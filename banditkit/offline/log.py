@@ -22,7 +22,10 @@ Columns (a pandas DataFrame or a Parquet file with these names; any other column
 
 ``K`` (the number of arms) is, in order: the ``num_actions`` argument, ``df.attrs["num_actions"]`` (the Parquet
 file's metadata, which :func:`write_parquet` stores), the number of per-arm feature blocks or ``available_k``
-columns, and else ``max(action) + 1`` (with a warning: arms never logged would be missing).
+columns, and else ``max(action) + 1`` (with a warning: arms never logged would be missing).  Inferred that way, an
+arm count with a hole (arm ``j`` never logged while rows name arms above ``j``) is refused: those rows are listed
+as out of range, since one stray action would otherwise silently widen the bandit; pass ``num_actions`` if the
+log really has that many arms.
 
 Validation (:mod:`banditkit.offline.checks`) reports every problem with its row numbers and drops nothing.
 A context-free bandit log has one constant column ``x0 = 1``.
@@ -206,16 +209,33 @@ def _num_actions(given, k_arms, available, actions, problems, warn) -> int:
     if known:
         return next(iter(known.values()))
     a = pd.to_numeric(pd.Series(actions), errors="coerce").to_numpy(np.float64)
-    top = np.nanmax(a) if np.isfinite(a).any() else 0
-    k = max(int(top) + 1, 1)
+    arms = np.isfinite(a) & (a >= 0) & (a == np.round(a))  # the rest are check_actions' problems
+    present = np.unique(a[arms]).astype(np.int64)
+    top = int(present.max()) if present.size else 0
+    k = top + 1
+    gap = int(np.flatnonzero(np.arange(present.size) != present)[0]) if present.size and top + 1 != present.size \
+        else None  # the first arm index never logged below the highest one
+    if gap is not None:
+        rows = np.flatnonzero(arms & (a > gap))
+        problems.append(
+            f"action out of range: the log does not say how many arms there are (no num_actions / --num-actions, "
+            f"no banditkit Parquet metadata, no a{{k}}_x{{j}} or available_k columns) and arm {gap} was never "
+            f"logged, yet {checks.describe_rows(rows, a[rows])} name arms above it (up to {top}); an arm count "
+            f"read from max(action) + 1 = {k} would silently widen the bandit.  If the log really has {k} (or more) "
+            f"arms, pass num_actions= (--num-actions); otherwise fix or remove those rows"
+        )
+        return k
     if warn:
+        few = np.flatnonzero(arms & (a == top))
+        rare = (f"; arm {top}, the highest, is logged only in {checks.describe_rows(few)}: check it is a real arm"
+                if 0 < few.size <= checks.SHOW_ROWS and len(a) > 10 * checks.SHOW_ROWS else "")
         warnings.warn(
             f"the number of arms was not given: using max(action) + 1 = {k}; pass num_actions= (write_parquet "
-            "stores it) if some arms were never logged",
+            f"stores it) if some arms were never logged{rare}",
             UserWarning,
             stacklevel=4,
         )
-    return k
+    return max(k, 1)
 
 
 # ------------------------------------------------------------------------------------------------ tables
