@@ -29,6 +29,9 @@ import json, sys, warnings
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     import banditkit
+    for name in banditkit.__all__:  # the subpackages and shortcuts load on first use: load them all
+        if name not in ("runtime", "__version__"):
+            getattr(banditkit, name)
 ours = [str(w.message) for w in caught if "banditkit" in str(w.message) and "deprecated" in str(w.message)]
 print(json.dumps(dict(modules=sorted(m for m in sys.modules if m.startswith("banditkit")), warned=ours)))
 """

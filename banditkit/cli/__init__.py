@@ -46,7 +46,10 @@ from collections.abc import Sequence
 
 from banditkit.cli.bandit import DEMO_AGENTS
 from banditkit.cli.errors import CLIError, Parser
-from banditkit.cli.folder import BUSY_STATUS, FolderBusy
+from banditkit.cli.folder import BUSY_STATUS
+
+# A user's error reported as one line (exit status 2); anything else is a bug and keeps its traceback.
+_ONE_LINE = (ValueError, TypeError, KeyError, FileNotFoundError, RuntimeError, OSError, ImportError)
 
 __all__ = ["main", "build_parser", "CLIError", "DEMO_AGENTS"]
 
@@ -87,13 +90,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         msg = str(e)
         print(msg if msg.startswith("banditkit") else f"{prog}: error: {msg}", file=sys.stderr)
         return 2
-    except FolderBusy as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
-        return BUSY_STATUS
     except KeyboardInterrupt:
         print(f"{prog}: interrupted; finished chunks/seeds are in the CSV under --out", file=sys.stderr)
         return 130
-    except (ValueError, TypeError, KeyError, FileNotFoundError, RuntimeError, OSError, ImportError) as e:
+    except Exception as e:
+        # imported here, not at the top: the module is light, but its package (banditkit.experiments) is not
+        from banditkit.experiments.folder_lock import FolderBusy
+
+        if isinstance(e, FolderBusy):
+            print(f"{prog}: error: {e}", file=sys.stderr)
+            return BUSY_STATUS
+        if not isinstance(e, _ONE_LINE):
+            raise
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         print(f"{prog}: error: {msg}", file=sys.stderr)
         return 2

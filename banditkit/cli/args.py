@@ -47,16 +47,32 @@ def setting(text: str) -> tuple[str, object]:
         raise argparse.ArgumentTypeError(f"--set {key}: {raw!r} is not a number, string, bool, None or list") from None
 
 
-def noise_args(p: argparse.ArgumentParser, default: float, units: str) -> None:
-    """``--obs-noise VARIANCE`` and ``--adaptive-noise``."""
+class _Later:
+    """A help-text value computed when the help is shown (``%(name)s`` in an argparse help string reads the action's
+    attributes), so that building the parser imports nothing heavy: ``banditkit --help`` answers at once."""
+
+    def __init__(self, text: Callable[[], str]):
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text()
+
+
+def _noise_backends() -> str:
     from banditkit.posteriors.noise import SUPPORTED
 
+    return ", ".join(SUPPORTED)
+
+
+def noise_args(p: argparse.ArgumentParser, default: float, units: str) -> None:
+    """``--obs-noise VARIANCE`` and ``--adaptive-noise``."""
     p.add_argument("--obs-noise", type=variance, default=None, metavar="VARIANCE",
                    help=f"variance of the Gaussian reward likelihood, {units} (default {default:g}); with "
                    "--adaptive-noise its starting value")
-    p.add_argument("--adaptive-noise", action="store_true",
-                   help="learn the observation variance online (variational Bayes, bk.posteriors.adaptive_noise) "
-                   f"instead of keeping it fixed; for the backends {', '.join(SUPPORTED)}")
+    learn = p.add_argument("--adaptive-noise", action="store_true",
+                           help="learn the observation variance online (variational Bayes, "
+                           "bk.posteriors.adaptive_noise) instead of keeping it fixed; for the backends %(backends)s")
+    learn.backends = _Later(_noise_backends)  # type: ignore[attr-defined]
 
 
 def set_arg(p: argparse.ArgumentParser) -> None:

@@ -10,11 +10,12 @@ import os
 import socket
 import sys
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
-from banditkit.experiments.folder_lock import FolderBusy
-from banditkit.experiments.results_folder import ResultsFolder
+if TYPE_CHECKING:  # imported where used: building the parser imports nothing heavy
+    from banditkit.experiments.results_folder import ResultsFolder
 
-__all__ = ["writing", "results_folder", "FolderBusy", "BUSY_STATUS"]
+__all__ = ["writing", "results_folder", "BUSY_STATUS"]
 
 BUSY_STATUS = 3  # the exit status when another process writes --out (2: bad input)
 
@@ -47,6 +48,8 @@ def results_folder(args: argparse.Namespace, name: str, prog: str, run: dict, *,
     ``absent`` and ``may_change``), else started afresh (:meth:`ResultsFolder.start`: the earlier CSV, checkpoints
     and ``<name><suffix>`` of each of ``others`` removed); its state folder created.  What a resume keeps is the
     caller's to read."""
+    from banditkit.experiments.results_folder import ResultsFolder
+
     with writing(ResultsFolder(args.out, name), args, prog) as folder:
         if args.resume:
             folder.check_resumable(run, may_change=may_change, absent=absent)

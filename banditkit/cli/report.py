@@ -3,9 +3,12 @@ so when the rows ran on synthetic data) and its plot."""
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
-from banditkit.experiments.results_folder import ResultsFolder
+if TYPE_CHECKING:  # imported by the functions themselves: building the parser imports neither
+    import pandas as pd
+
+    from banditkit.experiments.results_folder import ResultsFolder
 
 
 def save_plot(plot, df: pd.DataFrame, png: str) -> str:

@@ -24,17 +24,20 @@ id                             class                        kwargs (besides ``ma
 =============================  ===========================  =========================================================
 
 Bandit envs (``task == "bandit"``): ``Discrete(K)`` actions, ``info`` with ``expected_rewards (K,)``,
-``expected_reward``, ``optimal_reward``, ``optimal_action``, ``regret``; ``env.unwrapped.functional(seed, steps)``
-gives the same episode as a :class:`FunctionalBandit` for compiled runs (:func:`step`, :func:`observation`).
+``expected_reward``, ``optimal_reward``, ``optimal_action``, ``regret``; ``env.unwrapped.stream(seed, steps)`` gives
+what a compiled loop plays (a :class:`BanditStream`: contexts and realised rewards), ``oracle(seed, steps)`` the
+expected rewards that only regret reads, and ``functional(seed, steps)`` both as a :class:`FunctionalBandit`
+(:func:`step`, :func:`observation`).  A user's own problem: :func:`from_arrays` (contexts and every arm's reward,
+replayed one stream per seed) or :class:`ClassificationBandit` ``(X, y)``; any Gymnasium env with a ``Discrete``
+action space runs in the Gymnasium loop.
 ``env.unwrapped.num_actions``, ``per_arm_features`` (KuaiRec: observation ``(K, F)``) and ``default_model``
 (``"lenet5"``, ``"mlp"``, ``"embedding_mlp"``; BO envs ``"bo_mlp"``, ``task == "bo"``) guide agent construction.
 """
 
 from __future__ import annotations
 
-import gymnasium as gym
-
 from banditkit.environments import bo_functions
+from banditkit.environments.arrays import ArrayBandit, from_arrays
 from banditkit.environments.base import Episode, SyntheticDataWarning, TableBandit
 from banditkit.environments.bo import AckleyEnv, BOEnv, BraninEnv, DrawNNEnv, Hartmann6Env
 from banditkit.environments.bo_functions import FUNCTIONS, BOFunction, make_function
@@ -47,41 +50,18 @@ from banditkit.environments.classification import (
     MNISTBandit,
     ShuttleBandit,
 )
-from banditkit.environments.functional import FunctionalBandit, observation, step
+from banditkit.environments.functional import BanditStream, FunctionalBandit, observation, step
 from banditkit.environments.kuairec import KuaiRecBandit
 from banditkit.environments.movielens import MovieLensBandit
 from banditkit.environments.showdown import FinancialBandit, JesterBandit, MushroomBandit, WheelBandit
-
-ENV_IDS: dict[str, str] = {
-    "banditkit/MNIST-v0": "banditkit.environments.classification:MNISTBandit",
-    "banditkit/FashionMNIST-v0": "banditkit.environments.classification:FashionMNISTBandit",
-    "banditkit/Mushroom-v0": "banditkit.environments.showdown:MushroomBandit",
-    "banditkit/Shuttle-v0": "banditkit.environments.classification:ShuttleBandit",
-    "banditkit/Adult-v0": "banditkit.environments.classification:AdultBandit",
-    "banditkit/Covertype-v0": "banditkit.environments.classification:CovertypeBandit",
-    "banditkit/Census-v0": "banditkit.environments.classification:CensusBandit",
-    "banditkit/Jester-v0": "banditkit.environments.showdown:JesterBandit",
-    "banditkit/Financial-v0": "banditkit.environments.showdown:FinancialBandit",
-    "banditkit/Wheel-v0": "banditkit.environments.showdown:WheelBandit",
-    "banditkit/MovieLens-v0": "banditkit.environments.movielens:MovieLensBandit",
-    "banditkit/KuaiRec-v0": "banditkit.environments.kuairec:KuaiRecBandit",
-    "banditkit/Ackley-v0": "banditkit.environments.bo:AckleyEnv",
-    "banditkit/Branin-v0": "banditkit.environments.bo:BraninEnv",
-    "banditkit/Hartmann6-v0": "banditkit.environments.bo:Hartmann6Env",
-    "banditkit/DrawNN-v0": "banditkit.environments.bo:DrawNNEnv",
-}
-
-
-def register_all() -> None:
-    """Register every id of :data:`ENV_IDS` with Gymnasium (idempotent)."""
-    for env_id, entry in ENV_IDS.items():
-        if env_id not in gym.registry:
-            gym.register(id=env_id, entry_point=entry, disable_env_checker=False)
-
+from banditkit.gym_ids import ENV_IDS, register_all  # the ids and their registration: banditkit/gym_ids.py
 
 register_all()
 
 __all__ = [
+    "ArrayBandit",
+    "BanditStream",
+    "from_arrays",
     "ENV_IDS",
     "FUNCTIONS",
     "SyntheticDataWarning",
