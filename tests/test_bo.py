@@ -334,3 +334,45 @@ def test_a_custom_surrogate_factory_is_asked_for_again_at_load(tmp_path):
     with pytest.raises(ValueError, match=r"not a registered backend name.*surrogate=\.\.\."):
         BayesOpt.load(tmp_path / "run.bk")
     np.testing.assert_array_equal(BayesOpt.load(tmp_path / "run.bk", surrogate=factory).ask(), opt.ask())
+
+
+def test_optimize_on_error_raise_saves_skip_drops_and_fail_is_saved(tmp_path):
+    """``optimize(on_error=...)``: "raise" saves the checkpoint (evaluations so far, the failing point pending) before
+    the error propagates; "skip" records the point as failed (not told, never suggested again, saved with the
+    optimiser) and still makes ``n_evals`` evaluations; a bad ``on_error`` is a clear error."""
+    bad = []
+
+    def f(x):
+        if len(bad) < 3 and x[0] > 0.5:  # the first three calls with x0 > 0.5 fail
+            bad.append(np.array(x))
+            raise RuntimeError("objective failed")
+        return quad(x)
+
+    ck = tmp_path / "run.bk"
+    with pytest.raises(RuntimeError, match="objective failed"):
+        bk.bo.optimize(f, [(0.0, 1.0), (0.0, 2.0)], n_evals=8, checkpoint=ck, save_every=1e9, seed=2, **SMALL)
+    saved = BayesOpt.load(ck)
+    assert saved.n_evals >= 0 and len(saved.pending) == 1 and saved.n_failed == 0
+    np.testing.assert_array_equal(saved.pending[0], bad[0])
+    res = bk.bo.optimize(f, [(0.0, 1.0), (0.0, 2.0)], n_evals=8, checkpoint=ck, save_every=1e9, seed=2,
+                         on_error="skip", **SMALL)
+    # the pending point was evaluated first (and failed again), then one more failed: two points skipped
+    np.testing.assert_array_equal(bad[1], bad[0])
+    assert len(bad) == 3 and res.optimizer.n_evals == 8 and res.optimizer.n_failed == 2
+    told = res.history[["x0", "x1"]].to_numpy()
+    assert not any(np.any(np.all(told == b, axis=1)) for b in bad)  # a failed point was not told
+    assert len(res.optimizer.pending) == 0
+    again = BayesOpt.load(ck)
+    assert again.n_failed == 2
+    np.testing.assert_array_equal(again._failed, res.optimizer._failed)
+    opt = BayesOpt([(0.0, 1.0)], seed=0, n_initial=1, min_distance=0.05, acquisition="ei", **SMALL)
+    opt.tell(np.array([0.5]), 0.0)
+    x = opt.ask()
+    opt.fail(x)
+    assert len(opt.pending) == 0
+    for _ in range(3):  # the same state asks again: never the failed point (within min_distance)
+        z = opt.ask()
+        assert abs(z[0] - x[0]) > 0.05
+        opt.tell(z, 0.0)
+    with pytest.raises(ValueError, match="on_error must be"):
+        bk.bo.optimize(f, [(0.0, 1.0)], n_evals=2, on_error="ignore")

@@ -119,6 +119,7 @@ def optimize(
     save_every: float = 10.0,
     *,
     space: Any = None,
+    on_error: str | Callable[[BayesOpt, Any, Exception], bool] = "raise",
     **kwargs,
 ) -> BOResult:
     """Run ``n_evals`` evaluations of ``f(x) -> float`` with :class:`BayesOpt` (extra keyword arguments go to it)
@@ -132,11 +133,30 @@ def optimize(
     exists the run continues from it (its settings must match this call's): points it had suggested but not
     evaluated are evaluated first, then the run goes on until ``n_evals`` evaluations *in all*, making exactly the
     suggestions an uninterrupted run makes.
+
+    A failed evaluation — ``f`` raises an ``Exception``, or returns something that is not one finite number — is
+    handled by ``on_error``:
+
+    - ``"raise"`` (default): the exception propagates; with ``checkpoint=`` the optimiser is saved first, with every
+      evaluation told so far and the failing point still pending (a resumed run evaluates it again first);
+    - ``"skip"``: the point is dropped (:meth:`BayesOpt.fail`: not told, not suggested again) and the run goes on
+      (a failure is not an evaluation: the run still makes ``n_evals`` of them);
+    - a callable ``on_error(opt, x, exc) -> bool``: ``True`` skips, ``False`` raises (to log failures, or to stop
+      after too many).
+
+    Any other exception raised while ``f`` or the callback runs (``KeyboardInterrupt`` included) also saves the
+    checkpoint before it propagates; one inside ``ask`` / ``tell`` keeps the previous save.
     """
     if not callable(f):
         raise TypeError("f must be callable: f(x) -> float, x an ndarray (dim,) or a dict for a typed space")
     if not isinstance(n_evals, (int, np.integer)) or n_evals < 1:
         raise ValueError(f"n_evals must be a positive int, got {n_evals!r}")
+    if on_error in ("raise", "skip"):
+        skip = (lambda opt, x, exc: False) if on_error == "raise" else (lambda opt, x, exc: True)
+    elif callable(on_error):
+        skip = on_error
+    else:
+        raise ValueError(f"on_error must be 'raise', 'skip' or a function (opt, x, exc) -> bool, got {on_error!r}")
     if space is None and _is_named(bounds):
         bounds, space = None, bounds
     domain = dict(space=space) if space is not None else dict(bounds=bounds)
@@ -161,14 +181,13 @@ def optimize(
             consistent = False
             x = todo.pop(0) if todo else opt.ask()
             consistent = True
-            y = f(x)
             try:
-                y = float(np.asarray(y).reshape(()))
-            except (TypeError, ValueError) as e:
-                raise ValueError(f"f must return one number, got {y!r}") from e
-            if not math.isfinite(y):
-                raise ValueError(f"f returned {y} at x={x if isinstance(x, Mapping) else x.tolist()}; the objective "
-                                 "must be finite")
+                y = _evaluate(f, x)
+            except Exception as e:
+                if not skip(opt, x, e):
+                    raise
+                opt.fail(x)
+                continue
             consistent = False
             opt.tell(x, y)
             consistent = True
@@ -176,10 +195,23 @@ def optimize(
                 saver.tick()
             if callback is not None:
                 callback(opt, x, y)
-    except KeyboardInterrupt:
+    except BaseException:
         if saver is not None and consistent:
             saver.now()
         raise
     if saver is not None and saver.saved_evals != opt.n_evals:
         saver.now()
     return BOResult(opt)
+
+
+def _evaluate(f: Callable[[Any], float], x: Any) -> float:
+    """``f(x)`` as one finite float (``ValueError`` otherwise)."""
+    y = f(x)
+    try:
+        y = float(np.asarray(y).reshape(()))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"f must return one number, got {y!r}") from e
+    if not math.isfinite(y):
+        raise ValueError(f"f returned {y} at x={x if isinstance(x, Mapping) else x.tolist()}; the objective "
+                         "must be finite")
+    return y

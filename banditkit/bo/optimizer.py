@@ -247,6 +247,7 @@ class BayesOpt:
         self._sobol_index = 0
         self._pending = np.zeros((0, self.dim))
         self._pending_source: list[str] = []
+        self._failed = np.zeros((0, self.dim))  # suggestions whose evaluation failed (:meth:`fail`)
         self._tr = _tr.TrustRegion()
 
     # public API -------------------------------------------------------------------------------------------------
@@ -339,6 +340,32 @@ class BayesOpt:
         self._u, self._y, self._source = new_u, new_y, sources
         self._pending, self._pending_source = pending, pend_src
         self._fit, self._tr = fit, tr
+
+    def fail(self, x) -> None:
+        """Record that the evaluation of the point ``x`` (the user's form, as :meth:`ask` returned it) failed: it
+        leaves the pending points, the surrogate is told nothing, and :meth:`ask` does not suggest it again (it
+        counts as taken for ``min_distance``, like an evaluated point).  The failed points are saved with the
+        optimiser (:meth:`save`).
+
+        Raises ``ValueError`` for a point outside the bounds or the space.
+        """
+        u = self._internal(x)
+        keep = np.ones(self._pending.shape[0], bool)
+        for row in u:
+            if self._pending.shape[0]:
+                d = np.max(np.abs(self._pending - row), axis=1)
+                d[~keep] = np.inf
+                j = int(np.argmin(d))
+                if d[j] <= 1e-9:
+                    keep[j] = False
+        self._pending = self._pending[keep]
+        self._pending_source = [s for s, k in zip(self._pending_source, keep, strict=True) if k]
+        self._failed = np.concatenate([self._failed, u], axis=0)
+
+    @property
+    def n_failed(self) -> int:
+        """Number of points recorded as failed (:meth:`fail`)."""
+        return int(self._failed.shape[0])
 
     @property
     def best(self) -> tuple[np.ndarray | dict, float]:
@@ -469,6 +496,10 @@ class BayesOpt:
     def _taken(self, chosen: list[np.ndarray]) -> np.ndarray:
         return np.concatenate([self._u, self._pending, np.reshape(chosen, (-1, self.dim))], axis=0)
 
+    def _avoid(self, chosen: list[np.ndarray]) -> np.ndarray:
+        """The points a new suggestion must not repeat: evaluated, pending, chosen in this ask, and failed."""
+        return np.concatenate([self._taken(chosen), self._failed], axis=0)
+
     def _initial_design(self, k: int) -> np.ndarray:
         """The next ``k`` points of the Sobol sequence; in a space with discrete parameters snapped, and a point
         that repeats an evaluated, pending or chosen one skipped (up to ``64 k`` tries)."""
@@ -482,7 +513,7 @@ class BayesOpt:
             x = self._snap(search.sobol_points(1, self.dim, seed=self.seed, skip=self._sobol_index)[0])
             self._sobol_index += 1
             tries += 1
-            taken = self._taken(chosen)
+            taken = self._avoid(chosen)
             if tries > 64 * k or not (taken.shape[0] and _near(taken, x, self._config["min_distance"])):
                 chosen.append(x)
         return np.stack(chosen)
@@ -513,7 +544,7 @@ class BayesOpt:
                 args = (state, jnp.asarray(best, dtype), _acq.weights(self.acquisition, dtype))
                 x, _, order = _acq.maximise(self._kernels.analytic, args, cands, lo, hi, cfg, mixed)
             x = self._snap(x)
-            taken = self._taken(chosen)
+            taken = self._avoid(chosen)
             if taken.shape[0] and _near(taken, x, cfg["min_distance"]):
                 x = self._snap(self._replacement(taken, cands, order, x))
             chosen.append(x)

@@ -6,7 +6,8 @@ atomically).  Its ``meta`` holds ``format = "banditkit.BayesOpt"``, ``version`` 
 - the settings (:meth:`BayesOpt._settings`): ``bounds`` (a box) or ``space`` (a typed space's configuration,
   :meth:`Space.to_config`; format version 2), surrogate name and keyword arguments, acquisition, direction, seed,
   ``n_initial``, ``custom_model`` and ``config`` (every other option);
-- the data: the unit-cube inputs ``u``, the values ``y``, the pending suggestions and the sources of both, as JSON
+- the data: the unit-cube inputs ``u``, the values ``y``, the pending suggestions and the sources of both, the points
+  whose evaluation failed (``failed``, :meth:`BayesOpt.fail`; absent in older files: none), as JSON
   float64 values (exact: JSON writes ``repr``; the archive would hand them back as JAX arrays, rounded to float32
   unless x64 is on);
 - the random state: the Sobol position (the PRNG key is an array) and the trust region;
@@ -57,6 +58,7 @@ def save(opt, path: str | os.PathLike) -> None:
         u=opt._u.tolist(),
         y=opt._y.tolist(),
         pending=opt._pending.tolist(),
+        failed=opt._failed.tolist(),
         trust_region_state=list(opt._tr),
         gp_params=None,
     )
@@ -97,6 +99,7 @@ def load(cls, path: str | os.PathLike, model: Any = None, surrogate: Any = None)
     opt._u = np.asarray(meta["u"], np.float64).reshape(-1, opt.dim)
     opt._y = np.asarray(meta["y"], np.float64).reshape(-1)
     opt._pending = np.asarray(meta["pending"], np.float64).reshape(-1, opt.dim)
+    opt._failed = np.asarray(meta.get("failed", []), np.float64).reshape(-1, opt.dim)  # none before fail() existed
     fresh = opt._fit
     tree, _ = checkpoint.load(path, template=_arrays(opt, fresh), posterior=opt._surrogate.posterior)
     opt._key = tree["key"]

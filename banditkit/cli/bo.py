@@ -2,7 +2,8 @@
 folder (:class:`~banditkit.experiments.results_folder.ResultsFolder` ``bo``: ``bo.csv``, ``bo_run.json``,
 ``bo_state/seed<N>.bk`` for each unfinished seed).  With ``--space FILE --objective MODULE:FUNCTION`` the user's
 function over a typed space instead (:mod:`banditkit.cli.bo_space`).  The first Ctrl-C stops after the current
-evaluation and saves it."""
+evaluation and saves it.  ``--debug`` prints the full traceback of any error (else one line, or for an error in the
+user's objective its own frames)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import os
 import signal
 import sys
 import threading
+import traceback
 from collections.abc import Iterator
 
 from banditkit.cli import args as cli_args
@@ -57,6 +59,16 @@ def surrogate_kwargs(args: argparse.Namespace) -> dict:
 
 
 def cmd_bo(args: argparse.Namespace) -> int:
+    """``banditkit bo``; with ``--debug`` an error's full traceback is printed before ``banditkit``'s one line."""
+    try:
+        return run_bo(args)
+    except Exception:
+        if getattr(args, "debug", False):
+            traceback.print_exc(file=sys.stderr)
+        raise
+
+
+def run_bo(args: argparse.Namespace) -> int:
     import numpy as np
     import pandas as pd
 
@@ -197,10 +209,16 @@ def register(sub) -> None:
                    "returning a number (MODULE importable from the current folder)")
     b.add_argument("--direction", default="minimize", choices=["minimize", "maximize"],
                    help="with --objective: minimise (default) or maximise it (test functions are always minimised)")
+    b.add_argument("--on-error", default="stop", choices=["stop", "skip"],
+                   help="with --objective, when it raises (or returns no finite number): stop (default; every "
+                   "finished evaluation is in bo.csv and the state saved; exit status 1; --resume evaluates the point "
+                   "again) or skip the point and go on (at most 10 failures in a row)")
+    b.add_argument("--debug", action="store_true", help="print the full traceback of any error")
     b.add_argument("--out", default="results", help="output folder (default results)")
     b.add_argument("--resume", action="store_true",
-                   help="continue the run saved in --out (same options; --seeds may grow): finished seeds are kept "
-                   "from bo.csv, an interrupted seed resumes from its checkpoint exactly where it stopped")
+                   help="continue the run saved in --out (same options; --seeds may grow), with --function or with "
+                   "--space: finished seeds are kept from bo.csv, an interrupted seed resumes from its checkpoint "
+                   "exactly where it stopped")
     b.add_argument("--save-every", type=cli_args.seconds, default=10.0, metavar="SECONDS",
                    help="checkpoint the seed in progress to --out/bo_state/ at most this often (default 10; 0: after "
                    "every evaluation); Ctrl-C stops after the current evaluation and saves it")
