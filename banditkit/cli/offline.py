@@ -29,7 +29,8 @@ def _fraction(text: str) -> float:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log", required=True, help="the logged feedback: a Parquet (or CSV) file with columns x0.. (or "
-                   "a{k}_x{j}), action, reward and propensity (see help(banditkit.offline.log))")
+                   "a{k}_x{j}), action, reward and propensity (see help(banditkit.offline.log)), or the SQLite store "
+                   "of banditkit serve (detected by content; see help(banditkit.offline.store))")
     p.add_argument("--num-actions", type=int, default=None, help="number of arms K (default: from the file)")
     p.add_argument("--weighting", choices=["resample"], default=None,
                    help="warm-start on an importance-resampled log (rows drawn with probability ∝ 1/propensity)")
@@ -41,16 +42,24 @@ def register(sub) -> None:
     """Add the ``evaluate`` and ``warmstart`` sub-commands to ``banditkit``'s sub-parsers."""
     e = sub.add_parser(
         "evaluate",
-        help="off-policy evaluation of agents on a logged-feedback file",
+        help="off-policy evaluation of agents or your own policy on a log or a banditkit serve store",
         description="Warm-start each agent on the first --train-fraction of the log, then estimate its value on "
-        "the rest (DM, IPS, SNIPS, DR, SNDR, Switch-DR with intervals) next to the logging policy's; writes "
-        "evaluate.csv, evaluate.md and evaluate.png into --out.",
+        "the rest (DM, IPS, SNIPS, DR, SNDR, Switch-DR with intervals) next to the logging policy's and uniform's, "
+        "with --policy files (your own targets) evaluated alongside; then the counterfactual report: each "
+        "target's value minus the logged policy's and minus uniform's, with intervals.  Writes evaluate.csv, "
+        "evaluate.md and evaluate.png into --out.",
     )
     _common(e)
-    e.add_argument("--agents", required=True, help="comma-separated agent specs: linear-greedy,hilofi-thompson,...")
-    e.add_argument("--train-fraction", type=_fraction, default=0.5,
+    e.add_argument("--agents", default=None,
+                   help="comma-separated agent specs: linear-greedy,hilofi-thompson,... (what would they have earned?)")
+    e.add_argument("--policy", action="append", default=None, metavar="FILE",
+                   help="your own target policy: a CSV / Parquet / JSON-lines file with an 'action' column or p_<arm> "
+                   "probability columns, one row per event (keyed by event_id for a store, by row for a plain log); "
+                   "repeatable (see help(banditkit.offline.policy_file))")
+    e.add_argument("--train-fraction", type=_fraction, default=None,
                    help="share of the log (its first rows) the agents and the reward model learn from (default "
-                   "0.5; 0: agents at their prior, the reward model cross-fitted on the log)")
+                   "0.5 with --agents, 0 with only --policy; 0: agents at their prior, the reward model cross-fitted "
+                   "on the log)")
     e.add_argument("--reward-model", default="linear",
                    help="agent spec of the reward model for DM / DR (default linear; 'none': IPS and SNIPS only)")
     e.add_argument("--estimators", default=None, help=f"comma-separated subset of {ESTIMATOR_NAMES}")
@@ -76,20 +85,23 @@ def register(sub) -> None:
 
 def cmd_evaluate(args) -> int:
     from banditkit.offline.commands import run_evaluate
-    from banditkit.offline.evaluate import to_markdown
 
     reward_model = None if str(args.reward_model).lower() == "none" else args.reward_model
     estimators = [s.strip() for s in args.estimators.split(",")] if args.estimators else None
-    table, paths = run_evaluate(
-        args.log, _specs(args.agents), out=args.out, num_actions=args.num_actions,
+    if args.agents is None and not args.policy:
+        raise ValueError("nothing to evaluate: give --agents SPEC,... and/or --policy FILE")
+    table, _, paths, _ = run_evaluate(
+        args.log, _specs(args.agents) if args.agents is not None else [], policies=args.policy, out=args.out,
+        num_actions=args.num_actions,
         train_fraction=args.train_fraction, reward_model=reward_model, estimators=estimators,
         interval=args.interval, alpha=args.alpha, folds=args.folds, num_draws=args.draws,
         weighting=args.weighting, seed=args.seed,
     )
-    print(to_markdown(table))
+    with open(paths["md"]) as fh:
+        print(fh.read().rstrip())
     if not args.quiet:
         print(f"\ntrained on {table.attrs['train_rows']} rows, evaluated on {table.attrs['test_rows']}; wrote "
-              f"{paths['csv']}, {paths['md']}, {paths['png']}")
+              f"{', '.join(paths.values())}")
     return 0
 
 

@@ -9,9 +9,18 @@ intervals, weight diagnostics and the logging policy's own on-policy value.
 One row per ``(policy, estimator)`` with columns ``policy, estimator, value, stderr, lower, upper, n, interval,
 ess, max_weight, mean_weight`` (the weight diagnostics of :func:`~banditkit.offline.estimators.weight_diagnostics`,
 NaN for DM), and a row ``policy = "logging", estimator = "on_policy"``: the mean logged reward, the logging
-policy's value on the same traffic, to compare the targets with.  ``table.attrs`` records the reward model and how
-it was fitted, the interval level, Switch-DR's ``τ`` and, per agent target, whether its probabilities are exact or a
-``num_draws`` Monte-Carlo estimate.
+policy's value on the same traffic, to compare the targets with.
+
+The plain-mean estimators (``dm``, ``ips``, ``dr``, ``switch_dr``) also get the counterfactual columns
+``vs_logged`` (the target's value minus the mean logged reward) and ``vs_uniform`` (minus the same estimator's value
+of choosing uniformly among each row's available arms), each with ``_lower`` / ``_upper`` bounds: differences of
+means over the same rows, so their intervals are those of the per-row differences
+(:func:`~banditkit.offline.estimators.lift`), narrower than the two values' intervals side by side.  The
+``on_policy`` row's ``vs_uniform`` uses the first of DR, IPS, DM computed.  Self-normalised estimators (ratios) get
+NaN there.  :mod:`banditkit.offline.counterfactual` turns the table into the counterfactual report.
+
+``table.attrs`` records the reward model and how it was fitted, the interval level, Switch-DR's ``τ`` and, per agent
+target, whether its probabilities are exact or a ``num_draws`` Monte-Carlo estimate.
 
 A reward model given as a spec or an unfitted agent is **cross-fitted** by default (``cross_fit=True``, ``folds=2``):
 row ``i``'s predictions come from a model fitted on the other folds only, so a row's own reward never enters the
@@ -35,11 +44,14 @@ from banditkit.offline import estimators as est
 from banditkit.offline.intervals import estimate
 from banditkit.offline.log import load
 from banditkit.offline.reward_model import reward_predictions
-from banditkit.offline.targets import target_probabilities
+from banditkit.offline.targets import target_probabilities, uniform_probabilities
 from banditkit.policies.propensity import DEFAULT_DRAWS, is_exact
 
+LIFT_COLUMNS = ["vs_logged", "vs_logged_lower", "vs_logged_upper", "vs_uniform", "vs_uniform_lower",
+                "vs_uniform_upper"]
 COLUMNS = ["policy", "estimator", "value", "stderr", "lower", "upper", "n", "interval", "ess", "max_weight",
-           "mean_weight"]
+           "mean_weight", *LIFT_COLUMNS]
+LOGGED_FIRST = ("dr", "ips", "dm")  # the estimator of uniform's value in the on_policy row's vs_uniform
 
 
 def _estimators(names, has_p: bool, has_model: bool) -> list[str]:
@@ -109,6 +121,19 @@ def evaluate(
     if tau is None and has_p:
         tau = est.switch_tau(log.num_actions, log.propensities)
     kw = dict(alpha=alpha, interval=interval, n_boot=n_boot, seed=seed)
+    data = (log.actions, log.rewards, log.propensities, q_hat)
+    logged_terms = (np.asarray(log.rewards, np.float64), None, None)
+    uniform = uniform_probabilities(log)
+    uniform_terms = {e: est.row_terms(e, uniform, *data, tau=tau) for e in names if e in est.LIFT_ESTIMATORS}
+
+    def lifts(e, terms) -> dict:
+        out = dict.fromkeys(LIFT_COLUMNS, np.nan)
+        for col, base in (("vs_logged", logged_terms), ("vs_uniform", uniform_terms.get(e))):
+            if base is not None and terms[2] is None and (col == "vs_uniform" or terms is not logged_terms):
+                d = est.lift(e, terms, base, **kw)
+                out.update({col: d.value, f"{col}_lower": d.lower, f"{col}_upper": d.upper})
+        return out
+
     rows = []
     exact = {}
     for pname, target in policies.items():
@@ -117,20 +142,16 @@ def evaluate(
             exact[str(pname)] = True if is_exact(target[0].policy) else f"monte-carlo ({num_draws} draws)"
         diag = est.weight_diagnostics(probs, log.actions, log.propensities) if has_p else {}
         for e in names:
-            fn = est.ESTIMATORS[e]
-            if e == "dm":
-                res = fn(probs, q_hat, **kw)
-            elif e in ("ips", "snips"):
-                res = fn(probs, log.actions, log.rewards, log.propensities, **kw)
-            elif e == "switch_dr":
-                res = fn(probs, log.actions, log.rewards, log.propensities, q_hat, tau=tau, **kw)
-            else:
-                res = fn(probs, log.actions, log.rewards, log.propensities, q_hat, **kw)
+            terms = est.row_terms(e, probs, *data, tau=tau)
+            res = estimate(e, *terms, **kw)
             d = diag if e != "dm" else {}
             rows.append(dict(policy=str(pname), **res._asdict(), ess=d.get("ess", np.nan),
-                             max_weight=d.get("max_weight", np.nan), mean_weight=d.get("mean_weight", np.nan)))
+                             max_weight=d.get("max_weight", np.nan), mean_weight=d.get("mean_weight", np.nan),
+                             **(lifts(e, terms) if e in est.LIFT_ESTIMATORS else dict.fromkeys(LIFT_COLUMNS, np.nan))))
     logged = estimate("on_policy", log.rewards, **kw)
-    rows.append(dict(policy="logging", **logged._asdict(), ess=float(len(log)), max_weight=1.0, mean_weight=1.0))
+    first = next((e for e in LOGGED_FIRST if e in uniform_terms), None)
+    rows.append(dict(policy="logging", **logged._asdict(), ess=float(len(log)), max_weight=1.0, mean_weight=1.0,
+                     **(lifts(first, logged_terms) if first else dict.fromkeys(LIFT_COLUMNS, np.nan))))
     table = pd.DataFrame(rows)[COLUMNS]
     table.attrs.update(
         alpha=alpha,

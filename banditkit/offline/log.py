@@ -414,7 +414,8 @@ def read_parquet(path: str | os.PathLike, num_actions: int | None = None, **kwar
 
 
 def load(source, num_actions: int | None = None, **kwargs) -> LoggedFeedback:
-    """A :class:`LoggedFeedback` from a log, a DataFrame, or a ``.parquet`` / ``.csv`` file path."""
+    """A :class:`LoggedFeedback` from a log, a DataFrame, a ``.parquet`` / ``.csv`` file path, or a decision
+    service's store (an SQLite file, recognised by its content: :func:`banditkit.offline.store.read_store`)."""
     if isinstance(source, LoggedFeedback):
         if num_actions is not None and int(num_actions) != source.num_actions:
             raise ValueError(f"num_actions={num_actions} but the log has {source.num_actions} arms")
@@ -423,6 +424,10 @@ def load(source, num_actions: int | None = None, **kwargs) -> LoggedFeedback:
         return from_frame(source, num_actions, **kwargs)
     if isinstance(source, (str, os.PathLike)):
         p = os.fspath(source)
+        from banditkit.offline import store
+
+        if store.is_store(p):
+            return store.read_store(p, num_actions)[0]
         if p.lower().endswith(".csv"):
             if not os.path.exists(p):
                 raise FileNotFoundError(f"log file {p!r} does not exist")

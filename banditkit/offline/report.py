@@ -55,16 +55,18 @@ def plot_ope(table: pd.DataFrame, path: str | os.PathLike) -> str:
     return target
 
 
-def write_report(table: pd.DataFrame, out: str | os.PathLike, name: str = "evaluate") -> dict[str, str]:
+def write_report(table: pd.DataFrame, out: str | os.PathLike, name: str = "evaluate", *,
+                 extra_markdown: str | None = None) -> dict[str, str]:
     """``{csv, md, png}`` paths written into ``out`` (created if needed), each atomically
-    (:func:`banditkit.checkpoint.atomic_file`)."""
+    (:func:`banditkit.checkpoint.atomic_file`); ``extra_markdown`` (e.g. the counterfactual report) follows the
+    table in the ``.md`` file."""
     folder = os.fspath(out)
     os.makedirs(folder, exist_ok=True)
     paths = {ext: os.path.join(folder, f"{name}.{ext}") for ext in ("csv", "md", "png")}
     with atomic_file(paths["csv"], ".csv") as tmp:  # each file whole or not at all
         table.to_csv(tmp, index=False)
     with atomic_file(paths["md"], ".md") as tmp, open(tmp, "w") as fh:
-        fh.write(to_markdown(table) + "\n")
+        fh.write(to_markdown(table) + "\n" + ("" if extra_markdown is None else f"\n{extra_markdown}\n"))
     with atomic_file(paths["png"], ".png") as tmp:
         plot_ope(table, tmp)
     return paths

@@ -62,6 +62,12 @@ def check_probabilities(probs, log: LoggedFeedback) -> np.ndarray:
     return p
 
 
+def uniform_probabilities(log: LoggedFeedback) -> np.ndarray:
+    """``(n, K)``: uniform over each row's available arms (all ``K`` when the log has no availability mask)."""
+    avail = np.ones((len(log), log.num_actions)) if log.available is None else log.available.astype(np.float64)
+    return avail / avail.sum(axis=1, keepdims=True)
+
+
 def target_probabilities(target, log: LoggedFeedback, key=None, *, num_draws: int = DEFAULT_DRAWS) -> np.ndarray:
     """``π (n, K)`` from any of the module docstring's forms."""
     if isinstance(target, tuple) and len(target) == 2 and hasattr(target[0], "act"):
