@@ -57,7 +57,7 @@ __all__ = ["main", "build_parser", "CLIError", "DEMO_AGENTS"]
 def build_parser() -> argparse.ArgumentParser:
     """The ``banditkit`` parser: one sub-parser per command, each registered by its module."""
     from banditkit import __version__
-    from banditkit.cli import bandit, bo, data, offline, sweep
+    from banditkit.cli import bandit, bo, data, offline, serve, sweep
 
     p = Parser(
         prog="banditkit",
@@ -71,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     data.register(sub)
     sweep.register(sub)
     offline.register(sub)  # evaluate, warmstart (logged data; their logic lives in banditkit/offline/commands.py)
+    serve.register(sub)  # the decision service (banditkit/serve)
     return p
 
 

@@ -22,6 +22,12 @@
   starts from the prior of its slot.  A per-arm agent scores feature rows, so a new arm with per-arm features gets
   the prediction (and uncertainty) of the shared model for its features — pad the ``(K, F)`` context to the
   largest catalogue and mask the padding.
+* Micro-batches (``banditkit serve``): :meth:`decide_batch` makes ``B`` decisions in one compiled call — each
+  decision's action is drawn from the policy's action probabilities ``π(· | x)`` (exact for greedy / UCB /
+  ε-greedy; for Thompson sampling the share of ``num_draws`` posterior draws that pick each arm, so the served policy
+  is "play the choice of one of those draws, uniformly at random" and the returned probabilities are *exactly* its
+  propensities); :meth:`record_many` learns from ``n`` rounds decided earlier in one compiled, masked ``lax.scan``.
+  Both pad to power-of-two sizes, so a server compiles a handful of programs once.
 * Persistence: :meth:`save` writes the agent state, the pending decisions and the counters into one
   :mod:`banditkit.checkpoint` file (temporary file + ``os.replace``); :meth:`load` rebuilds the agent from the saved
   spec (``from_spec`` / ``from_log`` agents) or takes the agent to load into.
@@ -33,6 +39,7 @@ import os
 from typing import NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from banditkit import checkpoint
@@ -42,6 +49,11 @@ from banditkit.policies.propensity import DEFAULT_DRAWS
 
 FORMAT = "banditkit-serving/1"
 PROPENSITY_KEY = 0x9A05  # the propensity draws of round t use fold_in(round key, PROPENSITY_KEY)
+
+
+def bucket(n: int) -> int:
+    """The smallest power of two ``>= n`` (``n >= 1``): the padded length of a micro-batch."""
+    return 1 << max(0, int(n) - 1).bit_length()
 
 
 class Decision(NamedTuple):
@@ -89,11 +101,15 @@ class ServingAgent:
         self._build = _build  # how to rebuild the agent on load (from_spec / from_log)
         self._decide = jax.jit(self._decide_fn)
         self._observe_batch = jax.jit(agent.observe_batch)
+        self._decide_many = jax.jit(self._decide_many_fn)
+        self._record_many = jax.jit(self._record_many_fn)
+        self.saved_meta: dict = {}  # the ``extra`` of the file this object was loaded from (:meth:`save`)
 
     # ------------------------------------------------------------------------------------------------ building
     @classmethod
     def from_spec(cls, spec: str, *, num_actions: int, example_context, per_arm: bool = False,
-                  reward_scale: float = 1.0, seed: int = 0, state=None, **agent_kwargs) -> ServingAgent:
+                  reward_scale: float = 1.0, seed: int = 0, state=None, num_draws: int = DEFAULT_DRAWS,
+                  **agent_kwargs) -> ServingAgent:
         """``make_agent(spec, ...)`` for ``num_actions`` arms and contexts like ``example_context``
         (``agent_kwargs``: JSON-serialisable keyword arguments of ``make_agent``, saved for :meth:`load`)."""
         from banditkit.agents import make_agent
@@ -105,7 +121,7 @@ class ServingAgent:
         agent = make_agent(spec, SimpleNamespace(**env), **agent_kwargs)
         example = np.asarray(example_context, np.float32)
         build = dict(spec=spec, env=env, agent_kwargs=agent_kwargs, context_shape=list(example.shape))
-        return cls(agent, state, example_context=example, seed=seed, _build=build)
+        return cls(agent, state, example_context=example, seed=seed, num_draws=num_draws, _build=build)
 
     @classmethod
     def from_log(cls, spec: str, log, *, seed: int = 0, weighting: str | None = None, **agent_kwargs):
@@ -194,6 +210,80 @@ class ServingAgent:
         self.state = self._observe_batch(self.state, np.asarray(context, np.float32)[None],
                                          np.asarray([action], np.int32), np.asarray([reward], np.float32))
 
+    # ------------------------------------------------------------------------------------------------ micro-batches
+    def _decide_many_fn(self, state, base, t0, contexts, masks):
+        def one(i, x, m):
+            key = jax.random.fold_in(base, t0 + i)
+            probs = self.agent.action_probabilities(jax.random.fold_in(key, PROPENSITY_KEY), state, x, m,
+                                                    num_draws=self.num_draws)
+            logits = jnp.where(probs > 0, jnp.log(jnp.maximum(probs, 1e-30)), -jnp.inf)
+            return jax.random.categorical(key, logits).astype(jnp.int32), probs
+
+        return jax.vmap(one)(jnp.arange(masks.shape[0]), contexts, masks)
+
+    def decide_batch(self, contexts, available) -> tuple[np.ndarray, np.ndarray]:
+        """``B`` decisions in one compiled call: ``(actions (B,) int, probabilities (B, K) float)``.
+
+        ``contexts``: ``(B, *context_shape)``; ``available``: ``(B, K)`` 0/1, at least one arm per row.  Decision
+        ``t`` (this object's ``t``-th) uses ``key = fold_in(PRNGKey(seed), t)``: ``π = agent.action_probabilities(
+        fold_in(key, PROPENSITY_KEY), state, x, mask, num_draws)`` and the action ``a ~ Categorical(π)`` drawn with
+        ``key``, so ``π[a]`` is the exact propensity of the served action.  The state is not changed (agents with a
+        warm-up fit are refused: ``warmup_rounds > 0``).
+        """
+        if self.agent.warmup_rounds > 0:
+            raise ValueError(f"decide_batch cannot serve {getattr(self.agent, 'name', 'this agent')!r}: its backend "
+                             "needs a warm-up fit (subspace_ekf / neural_linear); serve a backend without one")
+        xs = np.asarray(contexts, np.float32)
+        masks = np.asarray(available).astype(bool)
+        b = int(masks.shape[0])
+        if b == 0:
+            return np.zeros(0, np.int64), np.zeros((0, masks.shape[-1]))
+        if xs.shape[0] != b or masks.ndim != 2:
+            raise ValueError(f"decide_batch needs (B, ...) contexts and (B, K) masks, got {xs.shape} and {masks.shape}")
+        if not masks.any(axis=1).all():
+            raise ValueError("a row of available marks no arm available")
+        size = bucket(b)
+        if size > b:
+            xs = np.concatenate([xs, np.zeros((size - b, *xs.shape[1:]), np.float32)])
+            masks = np.concatenate([masks, np.ones((size - b, masks.shape[1]), bool)])
+        acts, probs = self._decide_many(self.state, self._base_key(), jnp.int32(self.decisions), xs, masks)
+        self.decisions += b
+        return np.asarray(acts)[:b].astype(np.int64), np.asarray(probs, np.float64)[:b]
+
+    def _base_key(self):
+        return jax.random.PRNGKey(self.seed)
+
+    def _record_many_fn(self, state, xs, acts, rewards, valid):
+        def body(st, row):
+            x, a, r, v = row
+            new = self.agent.observe(st, x, a, r)
+            return jax.tree_util.tree_map(lambda n, o: jnp.where(v, n, o), new, st), None
+
+        return jax.lax.scan(body, state, (xs, acts, rewards, valid))[0]
+
+    def record_many(self, contexts, actions, rewards) -> None:
+        """Learn from ``n`` rounds decided earlier (``contexts (n, *context_shape)``, ``actions (n,)``,
+        ``rewards (n,)``), in order — the state of ``n`` :meth:`record` calls, in one compiled scan padded to a
+        power-of-two length (padded rows leave the state unchanged).  Not in the history."""
+        xs = np.asarray(contexts, np.float32)
+        acts = np.asarray(actions, np.int32).reshape(-1)
+        rews = np.asarray(rewards, np.float32).reshape(-1)
+        n = int(acts.shape[0])
+        if xs.shape[0] != n or rews.shape[0] != n:
+            raise ValueError(f"record_many needs one context, action and reward per round: got {xs.shape[0]} "
+                             f"contexts, {n} actions, {rews.shape[0]} rewards")
+        if not np.all(np.isfinite(rews)):
+            raise ValueError("rewards must be finite (nothing was recorded)")
+        if n == 0:
+            return
+        size = bucket(n)
+        valid = np.arange(size) < n
+        if size > n:
+            xs = np.concatenate([xs, np.repeat(xs[:1], size - n, axis=0)])
+            acts = np.concatenate([acts, np.repeat(acts[:1], size - n)])
+            rews = np.concatenate([rews, np.zeros(size - n, np.float32)])
+        self.state = self._record_many(self.state, xs, acts, rews, valid)
+
     def drop(self, ticket: int) -> None:
         """Forget a pending decision whose reward will never come."""
         self._take(ticket)
@@ -227,12 +317,15 @@ class ServingAgent:
             return tuple(shapes[0])
         raise ValueError("cannot tell the context shape of this agent")
 
-    def save(self, path: str | os.PathLike) -> str:
-        """Write everything :meth:`load` needs to ``path`` atomically; returns the path."""
+    def save(self, path: str | os.PathLike, *, extra: dict | None = None) -> str:
+        """Write everything :meth:`load` needs to ``path`` atomically; returns the path.  ``extra``: JSON-serialisable
+        information kept with it (``load`` puts it in ``saved_meta``; ``banditkit serve`` records there how far into
+        its log the snapshot reaches)."""
         tree = self._tree()
         meta = dict(format=FORMAT, seed=self.seed, decisions=self.decisions, next_ticket=self.next_ticket,
                     num_draws=self.num_draws, pending=len(self._pending), build=self._build,
-                    context_shape=list(self._context_shape()), agent=getattr(self.agent, "name", None))
+                    context_shape=list(self._context_shape()), agent=getattr(self.agent, "name", None),
+                    extra=dict(extra or {}))
         folder = os.path.dirname(os.path.abspath(os.fspath(path)))
         os.makedirs(folder, exist_ok=True)
         return checkpoint.save(path, tree, meta=meta)
@@ -262,6 +355,7 @@ class ServingAgent:
         tmpl["pending"] = jax.tree_util.tree_map(lambda a: np.zeros((m, *a.shape[1:]), a.dtype), tmpl["pending"])
         tree, _ = checkpoint.load(path, template=tmpl)
         srv.state = tree["agent"]
+        srv.saved_meta = dict(meta.get("extra") or {})
         srv.decisions, srv.next_ticket = int(meta["decisions"]), int(meta["next_ticket"])
         p = jax.tree_util.tree_map(np.asarray, tree["pending"])
         for i, t in enumerate(p["tickets"]):
