@@ -309,15 +309,19 @@ def test_bo_obs_noise_and_adaptive_noise(tmp_path, monkeypatch, capsys):
 
 
 def test_bo_space_run_replaces_the_one_in_its_folder(tmp_path, monkeypatch):
-    """``bo --space`` into a folder that holds an earlier run starts afresh (its rows are not appended to the old
-    ones) and saves its options in bo_run.json, so that a ``--resume`` of a test function there is refused."""
+    """``bo --space`` into a folder that holds an earlier run is refused without ``--overwrite`` (nothing touched);
+    with it, it starts afresh (its rows are not appended to the old ones) and saves its options in bo_run.json, so
+    that a ``--resume`` of a test function there is refused."""
     (tmp_path / "space.json").write_text('{"x": {"type": "float", "low": 0, "high": 1}}')
     (tmp_path / "sq.py").write_text("def f(p):\n    return p['x'] ** 2\n")
     monkeypatch.chdir(tmp_path)
     argv = ["bo", "--space", "space.json", "--objective", "sq:f", "--evals", "4", "--seeds", "1", "--features", "8",
             "--rank", "2", "--candidates", "16", "--out", "o", "--quiet"]
+    assert main(argv) == 0
+    before = (tmp_path / "o" / "bo.csv").read_text()
+    assert main(argv) == 2 and (tmp_path / "o" / "bo.csv").read_text() == before
     for _ in range(2):
-        assert main(argv) == 0
+        assert main([*argv, "--overwrite"]) == 0
         df = pd.read_csv(tmp_path / "o" / "bo.csv")
         assert len(df) == 4 and list(df.step) == [1, 2, 3, 4]
     import json

@@ -252,7 +252,7 @@ def test_compare_refused_while_another_writes_then_takes_over_the_lock_of_the_ki
     finally:
         _stop(first)
     assert json.loads((out / "compare.lock").read_text())["pid"] == first.pid  # left behind by the kill
-    assert main([*_COMPARE, "--steps", "30", "--out", str(out)]) == 0
+    assert main([*_COMPARE, "--steps", "30", "--out", str(out), "--overwrite"]) == 0  # the killed run's rows go
     err = capsys.readouterr().err
     assert f"was locked by pid {first.pid}" in err and "which has stopped" in err, err
     df = pd.read_csv(out / "compare.csv")

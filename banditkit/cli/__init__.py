@@ -20,6 +20,8 @@ before it touches anything, with a message naming the folder and the writer.  Th
 taken over by the next run on the same host; one left by a process on another host needs ``--force-unlock`` (only
 once that process has stopped).
 
+A new run into a folder that holds an earlier run's results of the same command (``<cmd>.csv`` or ``<cmd>_run.json``)
+is refused, nothing touched, unless ``--overwrite`` is given (:func:`banditkit.cli.folder.refuse_to_overwrite`).
 ``<cmd> ... --resume`` keeps what had finished and continues the interrupted part exactly where it stopped.
 ``run`` / ``compare`` / ``bo`` ``--set KEY=VALUE`` (repeatable) set posterior (surrogate) hyper-parameters,
 ``--obs-noise`` the variance of the Gaussian reward likelihood and ``--adaptive-noise`` learns that variance online

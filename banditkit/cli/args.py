@@ -1,5 +1,5 @@
 """Argument types and option groups shared by the commands (``--env``, ``--steps`` / ``--seeds`` / ``--out`` /
-``--resume``, ``--set KEY=VALUE``, ``--obs-noise`` / ``--adaptive-noise``, ``--force-unlock``)."""
+``--resume``, ``--set KEY=VALUE``, ``--obs-noise`` / ``--adaptive-noise``, ``--overwrite`` / ``--force-unlock``)."""
 
 from __future__ import annotations
 
@@ -83,12 +83,19 @@ def set_arg(p: argparse.ArgumentParser) -> None:
                    "see help(bk.posteriors.NAME))")
 
 
-def force_unlock_arg(p: argparse.ArgumentParser) -> None:
-    """``--force-unlock``: take over a results folder whose lock names a process that cannot be checked."""
+def folder_args(p: argparse.ArgumentParser) -> None:
+    """The results folder's options: ``--overwrite`` (replace the results already in ``--out``) and
+    ``--force-unlock`` (take over a folder whose lock names a process that cannot be checked)."""
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the results of an earlier run of this command in --out (without it such a folder "
+                   "is refused, untouched: pass --resume to continue that run, or another --out)")
     p.add_argument("--force-unlock", action="store_true",
                    help="take over --out even though its lock names a process this machine cannot check (one on "
                    "another host); only when that process has stopped. A process that has stopped on this host is "
                    "detected and its lock taken over without this flag")
+
+
+force_unlock_arg = folder_args  # its earlier name (it added --force-unlock alone)
 
 
 def env_arg(p: argparse.ArgumentParser) -> None:
@@ -107,5 +114,5 @@ def common(p: argparse.ArgumentParser, steps: int, seeds: int, out: str) -> None
     p.add_argument("--save-every", type=seconds, default=60.0, metavar="SECONDS",
                    help="checkpoint the agent in progress (all seeds) to --out at most this often (default 60; 0: "
                    "after every chunk)")
-    force_unlock_arg(p)
+    folder_args(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -12,6 +12,8 @@ import sys
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
+from banditkit.cli.errors import CLIError
+
 if TYPE_CHECKING:  # imported where used: building the parser imports nothing heavy
     from banditkit.experiments.results_folder import ResultsFolder
 
@@ -40,13 +42,26 @@ def writing(folder: ResultsFolder, args: argparse.Namespace, prog: str) -> Itera
         yield f
 
 
+def refuse_to_overwrite(folder: ResultsFolder, args: argparse.Namespace, prog: str) -> None:
+    """A fresh run into a folder that holds an earlier run's results (its CSV or its options file) is refused,
+    nothing touched, unless ``--overwrite`` was given: :class:`~banditkit.cli.errors.CLIError` saying what is there
+    and the three ways on."""
+    held = [f for f in (folder.csv, folder.run_file) if os.path.exists(f)]
+    if held and not getattr(args, "overwrite", False):
+        what = " and ".join(os.path.basename(f) for f in held)
+        raise CLIError(f"{prog}: error: {folder.folder!r} already holds the results of an earlier {folder.name!r} run "
+                       f"({what}); nothing was changed. Pass --overwrite to replace them, --resume to continue that "
+                       "run, or another --out")
+
+
 @contextlib.contextmanager
 def results_folder(args: argparse.Namespace, name: str, prog: str, run: dict, *, others: Iterable[str] = (),
                    absent: dict | None = None, may_change: str = "") -> Iterator[ResultsFolder]:
     """The folder ``name`` in ``--out`` held for writing (:func:`writing`) and set up for the run whose options are
     ``run``: with ``--resume`` checked to hold a run made with them (:meth:`ResultsFolder.check_resumable`, with
     ``absent`` and ``may_change``), else started afresh (:meth:`ResultsFolder.start`: the earlier CSV, checkpoints
-    and ``<name><suffix>`` of each of ``others`` removed); its state folder created.  What a resume keeps is the
+    and ``<name><suffix>`` of each of ``others`` removed) — only with ``--overwrite`` when an earlier run left its
+    results there (:func:`refuse_to_overwrite`); its state folder created.  What a resume keeps is the
     caller's to read."""
     from banditkit.experiments.results_folder import ResultsFolder
 
@@ -54,6 +69,7 @@ def results_folder(args: argparse.Namespace, name: str, prog: str, run: dict, *,
         if args.resume:
             folder.check_resumable(run, may_change=may_change, absent=absent)
         else:
+            refuse_to_overwrite(folder, args, prog)
             folder.start(run, others=others)
         os.makedirs(folder.state_dir, exist_ok=True)
         yield folder
