@@ -159,7 +159,7 @@ def test_analytic_acquisitions_run(acq):
 
 
 def test_user_points():
-    opt = BayesOpt([(0.0, 1.0), (0.0, 2.0)], n_initial=2, seed=0, **SMALL)
+    opt = BayesOpt([(0.0, 1.0), (0.0, 2.0)], n_initial=2, seed=0, direction="maximize", **SMALL)
     opt.tell(np.array([[0.1, 0.1], [0.9, 1.9]]), [1.0, 2.0])  # points never asked
     assert list(opt.history.source) == ["user", "user"]
     x = opt.ask()
@@ -376,3 +376,26 @@ def test_optimize_on_error_raise_saves_skip_drops_and_fail_is_saved(tmp_path):
         opt.tell(z, 0.0)
     with pytest.raises(ValueError, match="on_error must be"):
         bk.bo.optimize(f, [(0.0, 1.0)], n_evals=2, on_error="ignore")
+
+
+def test_minimize_is_the_default_and_leaving_it_out_warns_for_one_release(tmp_path):
+    """``BayesOpt`` / ``optimize`` without ``direction`` minimise (as Optuna and ``banditkit bo``) and warn, at the
+    caller's line, that the default was "maximize" until 0.2; a given direction, and ``load``, do not warn."""
+    import warnings
+
+    with pytest.warns(DeprecationWarning, match="minimise by default since banditkit 0.3") as rec:
+        opt = BayesOpt([(0.0, 1.0)], n_initial=2, seed=0, **SMALL)
+    assert opt.direction == "minimize" and rec[0].filename == __file__
+    opt.tell(np.array([[0.2], [0.8]]), [1.0, 2.0])
+    np.testing.assert_array_equal(opt.best[0], [0.2])
+    opt.save(tmp_path / "o.bk")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert BayesOpt.load(tmp_path / "o.bk").direction == "minimize"
+        assert BayesOpt([(0.0, 1.0)], direction="Maximize", **SMALL).direction == "maximize"
+    with pytest.warns(DeprecationWarning, match="pass direction=") as rec:
+        res = bk.bo.optimize(lambda x: float((x[0] - 0.7) ** 2), [(0.0, 1.0)], n_evals=3, n_initial=3, **SMALL)
+    assert len(rec) == 1 and rec[0].filename == __file__ and res.optimizer.direction == "minimize"
+    assert res.y == res.history.y.min()
+    with pytest.raises(ValueError, match="direction must be 'minimize' or 'maximize'"):
+        BayesOpt([(0.0, 1.0)], direction="down", **SMALL)

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from banditkit.bo.optimizer import BayesOpt, _is_named
+from banditkit.bo.optimizer import BayesOpt, _is_named, resolve_direction
 
 __all__ = ["Autosave", "BOResult", "open_or_create", "optimize", "settings"]
 
@@ -112,7 +112,7 @@ def optimize(
     n_evals: int = 50,
     surrogate: str | Callable = "hilofi",
     acquisition: str = "thompson",
-    direction: str = "maximize",
+    direction: str | None = None,
     seed: int = 0,
     callback: Callable[[BayesOpt, Any, float], None] | None = None,
     checkpoint: str | os.PathLike | None = None,
@@ -125,7 +125,9 @@ def optimize(
     """Run ``n_evals`` evaluations of ``f(x) -> float`` with :class:`BayesOpt` (extra keyword arguments go to it)
     and return a :class:`BOResult` with ``x``, ``y``, ``history`` and the ``optimizer``.  ``x`` is an ndarray
     ``(dim,)`` in ``bounds``, or with a typed ``space=`` (also accepted in place of ``bounds``) a dict
-    ``{name: value}``.  ``callback(opt, x, y)`` is called after every evaluation.
+    ``{name: value}``.  ``callback(opt, x, y)`` is called after every evaluation.  ``direction``: ``"minimize"``
+    (the default; not given, it warns for one release that until 0.2 the default was ``"maximize"``, as
+    :class:`BayesOpt` does) or ``"maximize"``.
 
     ``checkpoint=path`` makes the run resumable: the optimiser is saved there every ``save_every`` seconds, at the
     end, and when the run is interrupted (``KeyboardInterrupt``) while ``f`` or the callback runs — the usual place
@@ -151,6 +153,7 @@ def optimize(
         raise TypeError("f must be callable: f(x) -> float, x an ndarray (dim,) or a dict for a typed space")
     if not isinstance(n_evals, (int, np.integer)) or n_evals < 1:
         raise ValueError(f"n_evals must be a positive int, got {n_evals!r}")
+    direction = resolve_direction(direction)
     if on_error in ("raise", "skip"):
         skip = (lambda opt, x, exc: False) if on_error == "raise" else (lambda opt, x, exc: True)
     elif callable(on_error):

@@ -3,8 +3,9 @@
 The optimiser works in the unit cube ``u ∈ [0, 1]^D``: a box ``bounds=[(lo, hi), ...]`` maps as ``x = lo + u (hi −
 lo)``; a typed ``space=`` (:mod:`banditkit.bo.space`: ``Float`` with log scale and steps, ``Int``, ``Categorical``)
 by its encoding (log warp, equal bins per value, one-hot).  ``ask()`` returns an ndarray for a box and a dict of
-typed values for a space; ``tell`` takes the same.  Internally it always *maximises* ``s = sign · y`` (``sign = −1``
-for ``direction="minimize"``).
+typed values for a space; ``tell`` takes the same.  It minimises by default (``direction="minimize"``, as Optuna and
+``banditkit bo`` do; until 0.2 the default was ``"maximize"``, and leaving ``direction`` out warns for one
+release).  Internally it always *maximises* ``s = sign · y`` (``sign = −1`` for ``direction="minimize"``).
 
 The parts, one idea each:
 
@@ -62,6 +63,7 @@ atomically (:mod:`banditkit.bo.persist`).
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -82,6 +84,22 @@ from banditkit.validation import check_bounds, check_finite, check_in_bounds
 __all__ = ["ACQUISITIONS", "MAXIMIZERS", "BayesOpt"]
 
 FORMAT_VERSION = persist.FORMAT_VERSION
+
+
+def resolve_direction(direction: str | None, stacklevel: int = 3) -> str:
+    """``"minimize"`` or ``"maximize"`` from a ``direction`` argument (any case).  ``None`` (the caller did not
+    pass one) is ``"minimize"`` — the default since banditkit 0.3, as Optuna and ``banditkit bo`` do — with a
+    ``DeprecationWarning`` for one release (0.3), because before it the default was ``"maximize"``; ``stacklevel``
+    points the warning at the caller's line."""
+    if direction is None:
+        warnings.warn("BayesOpt and bk.bo.optimize minimise by default since banditkit 0.3 (before, they maximised): "
+                      "pass direction='minimize' to keep this and silence the warning, or direction='maximize' to "
+                      "maximise as before", DeprecationWarning, stacklevel=stacklevel)
+        return "minimize"
+    d = str(direction).strip().lower()
+    if d not in ("maximize", "minimize"):
+        raise ValueError(f"direction must be 'minimize' or 'maximize', got {direction!r}")
+    return d
 
 
 def _is_named(obj: Any) -> bool:
@@ -110,7 +128,9 @@ class BayesOpt:
         Gaussian filters: the observation variance is learned online, ``bk.posteriors.adaptive_noise``), ``"gp"``,
         or a factory ``factory(apply_fn, likelihood, **kw)``.
       acquisition: ``"thompson"``, ``"ei"``, ``"pi"`` or ``"ucb"``.
-      direction: ``"maximize"`` or ``"minimize"``.
+      direction: ``"minimize"`` (the default) or ``"maximize"``.  Not given (``None``): ``"minimize"``, and for
+        one release (0.3) a ``DeprecationWarning``, because until 0.2 the default was ``"maximize"`` — pass the
+        direction to silence it.
       seed: integer seed of everything random (network init, Sobol scrambling, Thompson draws).
       n_initial: number of Sobol design points before the acquisition is used; default ``max(5, 2·p)`` for ``p``
         parameters.
@@ -149,7 +169,7 @@ class BayesOpt:
         bounds: Sequence[tuple[float, float]] | None = None,
         surrogate: str | Callable = "hilofi",
         acquisition: str = "thompson",
-        direction: str = "maximize",
+        direction: str | None = None,
         seed: int = 0,
         n_initial: int | None = None,
         model: Any = None,
@@ -182,9 +202,7 @@ class BayesOpt:
         self._discrete = not bool(np.all(self.space.continuous_mask))
         self.dim = int(self.space.dim)
         acq = _acq.parse(acquisition)
-        direction = str(direction).strip().lower()
-        if direction not in ("maximize", "minimize"):
-            raise ValueError(f"direction must be 'maximize' or 'minimize', got {direction!r}")
+        direction = resolve_direction(direction)
         if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
             raise TypeError(f"seed must be an int, got {type(seed).__name__}")
         if n_initial is None:

@@ -109,7 +109,7 @@ def run_bo(args: argparse.Namespace) -> int:
         from banditkit.bo import BayesOpt
 
         try:
-            BayesOpt([(0.0, 1.0)] * fn.dim, surrogate=surrogate, acquisition=args.acquisition,
+            BayesOpt([(0.0, 1.0)] * fn.dim, surrogate=surrogate, acquisition=args.acquisition, direction="minimize",
                      surrogate_kwargs=kwargs, features=features, n_candidates=args.candidates, **noise)
         except (TypeError, ValueError) as e:
             raise CLIError(f"--set: {str(e).strip().splitlines()[0]}") from None

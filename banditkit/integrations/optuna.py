@@ -149,7 +149,7 @@ class BanditkitSampler(BaseSampler):
         self._kwargs = dict(bayesopt_kwargs)
         # fail now, not at trial n_startup_trials, on arguments BayesOpt rejects
         BayesOpt(space={"x": Float(0.0, 1.0)}, surrogate=surrogate, acquisition=acquisition, seed=self._seed,
-                 **self._kwargs)
+                 direction="minimize", **self._kwargs)
         self._memos: dict[Any, _Memo] = {}
         self._lock = threading.Lock()
 
