@@ -152,8 +152,8 @@ def run_evaluate(
 def _report_markdown(report: pd.DataFrame, info) -> str:
     head = "What each target would have earned on the traffic the logged policy served"
     if info is not None:
-        head += f" ({', '.join(info.specs)})"
-    return (f"{head} (estimator {report.attrs['estimator']}; differences paired by row):\n\n" + cf.to_markdown(report)
+        head += f" (served by {', '.join(info.specs)})"
+    return (f"{head}; estimator {report.attrs['estimator']}, differences paired by row:\n\n" + cf.to_markdown(report)
             + ("" if info is None else f"\n\n{info.summary()}"))
 
 
