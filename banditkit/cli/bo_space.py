@@ -149,6 +149,19 @@ def rows_to_resume(folder, args: argparse.Namespace, space, name: str) -> set[in
     return done
 
 
+def read_back(param, value: Any) -> Any:
+    """A value of ``param`` as the CSV gave it back, as the space made it: a categorical choice by its text (an empty
+    cell, read as NaN, is ``None``), a number as a Python number."""
+    from banditkit.bo.space import Categorical
+
+    if isinstance(param, Categorical):
+        text = "" if value is None or (isinstance(value, float) and value != value) else str(value)
+        for c in param.choices:
+            if ("" if c is None else str(c)) == text:
+                return c
+    return value.item() if hasattr(value, "item") else value
+
+
 def cmd_bo_space(args: argparse.Namespace) -> int:
     import numpy as np
     import pandas as pd
@@ -185,13 +198,14 @@ def cmd_bo_space(args: argparse.Namespace) -> int:
         df = df[df.seed < args.seeds]
         last = df.groupby("seed").tail(1)
         best = last.best_y.to_numpy()
-        se = float(np.std(best, ddof=1) / np.sqrt(best.size)) if best.size > 1 else float("nan")
+        over = "mean ± s.e. over seeds" if best.size > 1 else "mean over 1 seed"  # one seed has no s.e.
+        se = f" ± {float(np.std(best, ddof=1) / np.sqrt(best.size)):.2g}" if best.size > 1 else ""
         i = int(np.argmin(df.y.to_numpy()) if args.direction == "minimize" else np.argmax(df.y.to_numpy()))
-        best_params = {n: (lambda v: v.item() if hasattr(v, "item") else v)(df[n].iloc[i]) for n in space.names}
+        best_params = {n: read_back(space[n], df[n].iloc[i]) for n in space.names}
         md = "\n".join([
-            "| agent | seeds | evals | best y (mean ± s.e. over seeds) | best y found | at |",
+            f"| agent | seeds | evals | best y ({over}) | best y found | at |",
             "| --- | --- | --- | --- | --- | --- |",
-            f"| {name} | {args.seeds} | {args.evals} | {np.mean(best):.6g} ± {se:.2g} | {df.y.iloc[i]:.6g} | "
+            f"| {name} | {args.seeds} | {args.evals} | {np.mean(best):.6g}{se} | {df.y.iloc[i]:.6g} | "
             f"{', '.join(f'{k}={v!r}' for k, v in best_params.items())} |"])
         summary = folder.write_text("_summary.md", md + "\n")
         png = save_plot(plot_bo, pd.DataFrame(df), folder.path("_best_y.png"))
