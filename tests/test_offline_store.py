@@ -142,6 +142,10 @@ def test_variable_action_sets_with_features_and_apprentice_rows(tmp_path):
     np.testing.assert_array_equal(wide.available, np.tile([True, True, False], (3, 1)))
     np.testing.assert_allclose(off.targets.uniform_probabilities(wide)[0], [0.5, 0.5, 0.0])
 
+    free = [dict(event_id=f"z{i}", context=[], actions=["a", "b"], chosen="a", probability=0.5) for i in range(3)]
+    log, _ = read_store(_store(tmp_path / "free.db", free, {"z0": (1.0, "observed"), "z2": (0.0, "observed")}))
+    np.testing.assert_array_equal(log.contexts, np.ones((2, 1)))  # a context-free service: x0 = 1
+
     bad = [dict(events[0], event_id="y1", context="oops")] + events[1:]
     with pytest.raises(ValueError, match=r"context is not a JSON list of numbers: events 'y1'"):
         read_store(_store(tmp_path / "bad.db", bad, {"y1": (1.0, "observed")}))

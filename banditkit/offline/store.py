@@ -10,7 +10,8 @@ reward, in ``events.seq`` order:
   - *a catalogue of ids* (no action features): arm ``k`` is the ``k``-th id of the meta key ``catalogue`` (the
     service's slot order) followed by any other id in the order first seen over all events (``seq`` order; stable:
     new events only append ids); ``K`` is the meta key ``num_actions`` (the service's slots) when larger.  The
-    context is the event's ``context`` ``(d,)``, for a multi-output model over the ``K`` slots.
+    context is the event's ``context`` ``(d,)`` (one constant 1 when the service has no context), for a
+    multi-output model over the ``K`` slots.
   - *actions with features* (every action of every evaluated event must then have them, all of one width ``F``):
     arm ``k`` of an event is its ``k``-th action (**positional**, as the service scores them: the ids may differ from
     event to event), ``K`` the largest set (or ``num_actions`` when larger), and the context a ``(K, d + F)`` matrix
@@ -252,11 +253,9 @@ def _to_log(parsed: list, ids: dict[str, int], min_k: int, target: str) -> tuple
         actions = [p[4].index(p[6]) for p in parsed]
         extra["action_ids"] = [json.dumps(p[4]) for p in parsed]
     else:
-        if d == 0:
-            raise ValueError(f"{target}: the events have an empty context and no action features: nothing to learn "
-                             "from")
         k = max(min_k, len(ids))
-        contexts = np.asarray([p[3] for p in parsed], np.float64)
+        # a context-free service (empty contexts): one constant feature, as a context-free log has (x0 = 1)
+        contexts = np.asarray([p[3] for p in parsed], np.float64) if d else np.ones((n, 1))
         available = np.zeros((n, k), bool)
         for i, p in enumerate(parsed):
             available[i, [ids[name] for name in p[4]]] = True
