@@ -181,3 +181,28 @@ def test_lift_is_the_paired_difference():
     assert d.stderr == pytest.approx(np.std(t1 - t0, ddof=1) / np.sqrt(50))
     with pytest.raises(ValueError, match="ratios"):
         est.lift("sndr", (t1, t1, t1), (t0, None, None))
+
+
+def test_own_policy_file_by_row_for_a_plain_log(tmp_path):
+    rng = np.random.default_rng(2)
+    n, k = 30, 3
+    p0 = np.array([0.6, 0.3, 0.1])
+    a = rng.choice(k, size=n, p=p0)
+    r = rng.normal(size=n) + a
+    df = pd.DataFrame({"x0": rng.normal(size=n), "action": a, "reward": r, "propensity": p0[a]})
+    off.write_parquet(off.from_frame(df, num_actions=k), tmp_path / "log.parquet")
+    probs = np.tile([0.2, 0.3, 0.5], (n, 1))
+    pd.DataFrame({"p_0": probs[:, 0], "p_1": probs[:, 1], "p_2": probs[:, 2]}).to_parquet(tmp_path / "soft.parquet")
+    res = run_evaluate(str(tmp_path / "log.parquet"), policies=[str(tmp_path / "soft.parquet")], reward_model=None,
+                       estimators=["ips", "snips"], out=str(tmp_path / "ev"))
+    assert res.table.attrs["train_rows"] == 0 and res.store is None  # only --policy: every row evaluated
+    ips = res.table[(res.table.policy == "soft") & (res.table.estimator == "ips")].iloc[0]
+    assert ips.value == pytest.approx(np.mean(probs[np.arange(n), a] / p0[a] * r))
+    assert list(res.counterfactual.policy) == ["soft", "uniform", "logging"]
+    pd.DataFrame({"action": np.zeros(n - 1, int)}).to_csv(tmp_path / "short.csv", index=False)
+    with pytest.raises(ValueError, match=r"has 29 rows; a plain log's policy needs exactly one per log row \(30\)"):
+        policy_probabilities(tmp_path / "short.csv", off.read_parquet(tmp_path / "log.parquet"))
+    only_snips = run_evaluate(str(tmp_path / "log.parquet"), policies=[str(tmp_path / "soft.parquet")],
+                              reward_model=None, estimators=["snips"], out=str(tmp_path / "ev2"))
+    assert only_snips.counterfactual is None
+    assert "No counterfactual report" in (tmp_path / "ev2" / "evaluate.md").read_text()

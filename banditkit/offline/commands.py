@@ -51,11 +51,12 @@ from banditkit.policies.propensity import is_exact
 
 
 class Evaluation(NamedTuple):
-    """What :func:`run_evaluate` made: the OPE ``table``, the ``counterfactual`` report, the files written
+    """What :func:`run_evaluate` made: the OPE ``table``, the ``counterfactual`` report (``None`` when
+    ``estimators`` left out DR, IPS and DM), the files written
     (``paths``), and the :class:`~banditkit.offline.store.StoreInfo` of a store log (``None`` for a plain log)."""
 
     table: pd.DataFrame
-    counterfactual: pd.DataFrame
+    counterfactual: pd.DataFrame | None
     paths: dict
     store: store.StoreInfo | None
 
@@ -144,12 +145,19 @@ def run_evaluate(
                        log=os.fspath(log_path), exact_probabilities=exact,
                        reward_model_fit=None if reward_model is None else
                        f"fitted on the first {cut} rows" if train is not None else f"cross-fitted ({folds} folds)")
-    report = cf.report(table)
-    paths = write_report(table, out, "evaluate", extra_markdown=_report_markdown(report, info))
+    try:
+        report = cf.report(table)
+    except ValueError as e:  # --estimators left out every plain-mean estimator: the table alone
+        report, note = None, f"No counterfactual report: {e}."
+    else:
+        note = None
+    paths = write_report(table, out, "evaluate", extra_markdown=_report_markdown(report, info, note))
     return Evaluation(table, report, paths, info)
 
 
-def _report_markdown(report: pd.DataFrame, info) -> str:
+def _report_markdown(report: pd.DataFrame | None, info, note: str | None) -> str:
+    if report is None:
+        return note + ("" if info is None else f"\n\n{info.summary()}")
     head = "What each target would have earned on the traffic the logged policy served"
     if info is not None:
         head += f" (served by {', '.join(info.specs)})"
