@@ -51,6 +51,7 @@ def test_plot_regret_writes_a_png_with_one_line_per_agent(tmp_path):
     assert ax.get_xlabel() == "step" and "regret" in ax.get_ylabel()
     assert len(ax.collections) == 2  # one standard-error band per agent
     np.testing.assert_allclose(ax.lines[0].get_ydata(), _bands(_bandit_frame(), "cumulative_regret")["good"]["mean"])
+    np.testing.assert_array_equal(ax.lines[0].get_xdata(), np.arange(1, 21))  # 0-based round index -> round 1..T
     plt.close(fig)
 
 
@@ -86,11 +87,13 @@ def test_plot_bo_simple_regret_log_axis_and_best_y(tmp_path):
         y = np.random.default_rng(s).normal(size=15)
         best = np.maximum.accumulate(y)
         rows.append(
-            pd.DataFrame(dict(agent="ei", seed=s, step=np.arange(15), y=y, best_y=best, simple_regret=3 - best))
+            pd.DataFrame(dict(agent="ei", seed=s, step=np.arange(1, 16), y=y, best_y=best, simple_regret=3 - best))
         )
-    df = pd.concat(rows)
+    df = pd.concat(rows)  # BO frames count evaluations from 1 (the CLI's bo.csv, bk.bo.optimize)
     fig = plot_bo(df, tmp_path / "bo.png")
     assert (tmp_path / "bo.png").exists() and fig.axes[0].get_yscale() == "log"
+    np.testing.assert_array_equal(fig.axes[0].lines[0].get_xdata(), np.arange(1, 16))  # the first evaluation at 1
+    assert fig.axes[0].get_xlabel() == "evaluation"
     plt.close(fig)
     fig = plot_bo(df.drop(columns="simple_regret"))
     assert fig.axes[0].get_yscale() == "linear" and "best" in fig.axes[0].get_ylabel()

@@ -91,12 +91,17 @@ def _fmt(v, digits: int) -> str:
 
 
 def to_markdown(summary: pd.DataFrame, digits: int = 3) -> str:
-    """The summary as a Markdown table with ``mean ± se`` cells (no extra dependency).  The ``synthetic`` column is
-    shown (``yes`` / ``no``) only when some row ran on synthetic data."""
+    """The summary as a Markdown table with ``mean ± se`` cells (no extra dependency; a row of one seed shows the
+    mean alone: it has no standard error).  The ``synthetic`` column is shown (``yes`` / ``no``) only when some row
+    ran on synthetic data."""
     cols = [c for c in summary.columns if not c.endswith("_se")]
     if "synthetic" in cols and not summary["synthetic"].any():
         cols.remove("synthetic")
     keys = [str(n) for n in summary.index.names] if summary.index.nlevels > 1 else ["agent"]
+
+    def one_seed(row) -> bool:
+        return "seeds" in summary.columns and summary.at[row, "seeds"] == 1
+
     header = keys + cols
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for agent in summary.index:
@@ -104,7 +109,9 @@ def to_markdown(summary: pd.DataFrame, digits: int = 3) -> str:
         cells = [_fmt(v, digits) if isinstance(v, (float, np.floating)) else str(v) for v in labels]
         for c in cols:
             v = summary.at[agent, c]
-            if f"{c}_se" in summary.columns:
+            if f"{c}_se" in summary.columns and one_seed(agent):  # one seed has no standard error to show
+                cells.append(_fmt(v, digits))
+            elif f"{c}_se" in summary.columns:
                 cells.append(f"{_fmt(v, digits)} ± {_fmt(summary.at[agent, f'{c}_se'], digits)}")
             else:
                 cells.append(_fmt(v, digits))

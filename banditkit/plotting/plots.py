@@ -7,6 +7,9 @@
 Each takes ``path=None`` (save a PNG at dpi 150 when given) and ``ax=None`` (draw into an existing axes) and returns
 the ``matplotlib.figure.Figure``.  The non-interactive Agg backend is used unless a backend was already chosen.
 The band is ``mean ± std(ddof=1)/√n`` over seeds at every step (no band for a single seed).
+
+The x axis counts from 1: a bandit frame's ``step`` is the 0-based round index, drawn at ``step + 1`` (round ``t``
+after ``t`` rewards); a BO frame's ``step`` already counts evaluations from 1 and is drawn as it is.
 """
 
 from __future__ import annotations
@@ -68,7 +71,8 @@ def _bands(df: pd.DataFrame, column: str) -> dict[str, pd.DataFrame]:
     return out
 
 
-def _draw(df, column, ylabel, title, path, ax, logy=False, transform=None):
+def _draw(df, column, ylabel, title, path, ax, logy=False, transform=None, shift=1, xlabel="step"):
+    """One curve (and band) per agent of ``column`` against ``step + shift``."""
     plt = _pyplot()
     if ax is None:
         fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=150)
@@ -78,7 +82,7 @@ def _draw(df, column, ylabel, title, path, ax, logy=False, transform=None):
     bands = _bands(data, column)
     n_seeds = int(data["seed"].nunique())
     for i, (agent, b) in enumerate(bands.items()):
-        x = b.index.to_numpy() + 1
+        x = b.index.to_numpy() + shift
         (line,) = ax.plot(x, b["mean"].to_numpy(), lw=1.8, label=agent, **line_style(i))
         if n_seeds > 1:
             lo, hi = (b["mean"] - b["se"]).to_numpy(), (b["mean"] + b["se"]).to_numpy()
@@ -90,7 +94,7 @@ def _draw(df, column, ylabel, title, path, ax, logy=False, transform=None):
         fmt = FuncFormatter(lambda v, _: f"{v:g}")
         ax.yaxis.set_major_formatter(fmt)
         ax.yaxis.set_minor_formatter(fmt)
-    ax.set_xlabel("step")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     band = f"mean ± s.e. over {n_seeds} seeds" if n_seeds > 1 else "1 seed"
     ax.set_title(textwrap.fill(f"{title} ({band})", 70), fontsize=11)  # a long title would squeeze the axes
@@ -128,11 +132,14 @@ def plot_reward_rate(df: pd.DataFrame, path: str | os.PathLike | None = None, ax
 
 
 def plot_bo(df: pd.DataFrame, path: str | os.PathLike | None = None, ax=None, *, title: str | None = None):
-    """BO progress per agent: simple regret on a log axis (``simple_regret``), else best-so-far ``best_y``."""
+    """BO progress per agent: simple regret on a log axis (``simple_regret``), else best-so-far ``best_y``, against
+    the evaluation count (the frame's ``step``, 1 for the first evaluation)."""
     if isinstance(df, pd.DataFrame) and "simple_regret" in df.columns:
         _check(df, "simple_regret", "plot_bo")
         positive = df["simple_regret"].dropna()
         logy = bool((positive > 0).all())
-        return _draw(df, "simple_regret", "simple regret", title or "Simple regret", path, ax, logy=logy)
+        return _draw(df, "simple_regret", "simple regret", title or "Simple regret", path, ax, logy=logy, shift=0,
+                     xlabel="evaluation")
     _check(df, "best_y", "plot_bo")
-    return _draw(df, "best_y", "best value so far", title or "Best value found", path, ax)
+    return _draw(df, "best_y", "best value so far", title or "Best value found", path, ax, shift=0,
+                 xlabel="evaluation")
