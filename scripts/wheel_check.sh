@@ -31,6 +31,11 @@ stamp "building the sdist and the wheel"
 python -m build --outdir "$WORK/dist" . > "$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; exit 1; }
 SDIST=$(ls "$WORK"/dist/banditkit-*.tar.gz)
 WHEEL=$(ls "$WORK"/dist/banditkit-*.whl)
+for archive in "$SDIST" "$WHEEL"; do  # pyproject's license-files: the LICENSE travels with both
+  python -c "import sys, tarfile, zipfile; a = sys.argv[1]
+names = tarfile.open(a).getnames() if a.endswith('.tar.gz') else zipfile.ZipFile(a).namelist()
+sys.exit(0 if any(n.endswith(('/LICENSE', '.dist-info/licenses/LICENSE')) for n in names) else f'{a}: no LICENSE')" "$archive"
+done
 stamp "built $(basename "$SDIST") ($(du -k "$SDIST" | cut -f1) KiB) and $(basename "$WHEEL") ($(du -k "$WHEEL" | cut -f1) KiB)"
 
 stamp "installing the wheel into a fresh venv"

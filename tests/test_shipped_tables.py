@@ -75,6 +75,7 @@ def test_a_built_wheel_carries_the_tables(tmp_path):
     src.mkdir()
     shutil.copy(ROOT / "pyproject.toml", src)
     shutil.copy(ROOT / "README.md", src)
+    shutil.copy(ROOT / "LICENSE", src)
     shutil.copytree(ROOT / "banditkit", src / "banditkit", ignore=shutil.ignore_patterns("__pycache__"))
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation",
                            "-q", "-w", str(tmp_path / "dist")], capture_output=True, text=True)
@@ -85,6 +86,8 @@ def test_a_built_wheel_carries_the_tables(tmp_path):
             member = f"banditkit/datasets/{SHIPPED_FOLDER}/{tables.TABLE_FILES[name]}"
             assert sha256_bytes(z.read(member)) == CATALOG[name].file_sha256[0]
         assert f"banditkit/datasets/{SHIPPED_FOLDER}/README.md" in z.namelist()
+        licence = [n for n in z.namelist() if n.endswith(".dist-info/licenses/LICENSE")]  # pyproject's license-files
+        assert len(licence) == 1 and z.read(licence[0]) == (ROOT / "LICENSE").read_bytes()
 
 
 # ------------------------------------------------------------------------------------------ $BANDITKIT_TABLES
