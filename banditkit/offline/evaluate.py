@@ -26,8 +26,10 @@ A reward model given as a spec or an unfitted agent is **cross-fitted** by defau
 row ``i``'s predictions come from a model fitted on the other folds only, so a row's own reward never enters the
 model that corrects it.  A model fitted on the very rows it evaluates follows their noise: DR's correction terms
 ``r_i − q̂_{i a_i}`` shrink, and so do the intervals (about half the real spread with a flexible model, in a
-held-out check).  ``cross_fit=False`` fits it on all the evaluated rows (the old behaviour; cheaper, and harmless
-for a model far smaller than the log).  A fitted ``(agent, state)`` or an array is used as given.
+held-out check).  The price: each fold's model learns from ``(F − 1)/F`` of the rows, so for a model too small to
+follow the noise the estimates get noisier (more folds shrink that price, at ``F`` fits).  ``cross_fit=False`` fits
+it on all the evaluated rows (the old behaviour; cheaper, and harmless for a model far smaller than the log).  A
+fitted ``(agent, state)`` or an array is used as given.
 
 Without propensities in the log only DM is computed (IPS-family estimators asked for by name raise); without a
 reward model (``reward_model=None``) only IPS and SNIPS.
