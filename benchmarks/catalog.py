@@ -64,6 +64,10 @@ SUITES = [
           "issue 54: a changing-arm stream (MovieLens movies entering and leaving the catalogue) served by "
           "HiLoFi-TS, linear-TS and neural-linear-TS through ServingAgent, regret against the oracle",
           "results/serving.md, serving.csv (+ curve, plot)"),
+    Entry("serve", "benchmarks.suites.serve",
+          "issue 70: banditkit serve on loopback, HiLoFi-TS with 20 actions of 32 features: rank requests/s and "
+          "p50/p99 latency in a closed loop, an open loop at 1000/s, and the open loop with rewards flowing",
+          "results/serve.md, serve.csv"),
     Entry("bo_parallel", "benchmarks.suites.bo_parallel",
           "issue 53: 1, 2 and 4 worker processes with BanditkitSampler on one Optuna JournalStorage, same total "
           "budget: wall time and final regret against one worker",

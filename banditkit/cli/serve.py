@@ -22,7 +22,7 @@ from banditkit.cli.errors import CLIError
 TOKEN_ENV = "BANDITKIT_SERVE_TOKEN"
 _FIXED = {"context_dim": ("context_dim", int), "action_dim": ("action_dim", int), "max_actions": ("num_actions", int),
           "seed": ("seed", int), "draws": ("draws", int), "agent": ("spec", str)}
-_DEFAULTS = dict(agent=None, context_dim=1, action_dim=0, max_actions=20, seed=0, draws=64)
+_DEFAULTS = dict(agent=None, context_dim=1, action_dim=0, max_actions=20, seed=0, draws=32)
 
 
 def register(sub) -> None:
@@ -37,7 +37,9 @@ def register(sub) -> None:
     p.add_argument("--action-dim", type=int,
                    help="features per action (default 0: a fixed catalogue of action ids, no features)")
     p.add_argument("--max-actions", type=int, help="most actions per request (catalogue: most ids; default 20)")
-    p.add_argument("--draws", type=int, help="Thompson draws per decision: the propensities' resolution (default 64)")
+    p.add_argument("--draws", type=int,
+                   help="Thompson draws per micro-batch; each decision plays one of them at random, so propensities "
+                        "are multiples of 1/draws (default 32)")
     p.add_argument("--seed", type=int, help="decision keys' seed (default 0)")
     p.add_argument("--apprentice", action="store_true",
                    help="serve the request's baseline_id (else its first action) while the agent learns from it")

@@ -24,10 +24,10 @@
   largest catalogue and mask the padding.
 * Micro-batches (``banditkit serve``): :meth:`decide_batch` makes ``B`` decisions in one compiled call — each
   decision's action is drawn from the policy's action probabilities ``π(· | x)`` (exact for greedy / UCB /
-  ε-greedy; for Thompson sampling the share of ``num_draws`` posterior draws that pick each arm, so the served policy
-  is "play the choice of one of those draws, uniformly at random" and the returned probabilities are *exactly* its
-  propensities); :meth:`record_many` learns from ``n`` rounds decided earlier in one compiled, masked ``lax.scan``.
-  Both pad to power-of-two sizes, so a server compiles a handful of programs once.
+  ε-greedy; for Thompson sampling the share of ``num_draws`` posterior draws, made once per batch, that pick each
+  arm, so the served policy is "play the choice of one of those draws, uniformly at random" and the returned
+  probabilities are *exactly* its propensities); :meth:`record_many` learns from ``n`` rounds decided earlier in
+  one compiled, masked ``lax.scan``.  Both pad to power-of-two sizes, so a server compiles a handful of programs once.
 * Persistence: :meth:`save` writes the agent state, the pending decisions and the counters into one
   :mod:`banditkit.checkpoint` file (temporary file + ``os.replace``); :meth:`load` rebuilds the agent from the saved
   spec (``from_spec`` / ``from_log`` agents) or takes the agent to load into.
@@ -212,10 +212,11 @@ class ServingAgent:
 
     # ------------------------------------------------------------------------------------------------ micro-batches
     def _decide_many_fn(self, state, base, t0, contexts, masks):
+        pool = jax.random.fold_in(jax.random.fold_in(base, PROPENSITY_KEY), t0)  # one pool of draws per batch
+
         def one(i, x, m):
             key = jax.random.fold_in(base, t0 + i)
-            probs = self.agent.action_probabilities(jax.random.fold_in(key, PROPENSITY_KEY), state, x, m,
-                                                    num_draws=self.num_draws)
+            probs = self.agent.action_probabilities(pool, state, x, m, num_draws=self.num_draws)
             logits = jnp.where(probs > 0, jnp.log(jnp.maximum(probs, 1e-30)), -jnp.inf)
             return jax.random.categorical(key, logits).astype(jnp.int32), probs
 
@@ -225,10 +226,13 @@ class ServingAgent:
         """``B`` decisions in one compiled call: ``(actions (B,) int, probabilities (B, K) float)``.
 
         ``contexts``: ``(B, *context_shape)``; ``available``: ``(B, K)`` 0/1, at least one arm per row.  Decision
-        ``t`` (this object's ``t``-th) uses ``key = fold_in(PRNGKey(seed), t)``: ``π = agent.action_probabilities(
-        fold_in(key, PROPENSITY_KEY), state, x, mask, num_draws)`` and the action ``a ~ Categorical(π)`` drawn with
-        ``key``, so ``π[a]`` is the exact propensity of the served action.  The state is not changed (agents with a
-        warm-up fit are refused: ``warmup_rounds > 0``).
+        ``t`` (this object's ``t``-th) has ``π = agent.action_probabilities(pool, state, x, mask, num_draws)`` and
+        the action ``a ~ Categorical(π)`` drawn with ``key_t = fold_in(PRNGKey(seed), t)``, so ``π[a]`` is the exact
+        propensity of the served action.  The ``pool`` key, ``fold_in(fold_in(PRNGKey(seed), PROPENSITY_KEY), t₀)``
+        with ``t₀`` the batch's first decision, is shared by the batch: its ``num_draws`` posterior draws are made
+        once and each decision plays the choice of one of them, uniformly at random (Thompson sampling from a pool of
+        draws refreshed every batch; the draws' cost is paid once per batch).  The state is not changed (agents with
+        a warm-up fit are refused: ``warmup_rounds > 0``).
         """
         if self.agent.warmup_rounds > 0:
             raise ValueError(f"decide_batch cannot serve {getattr(self.agent, 'name', 'this agent')!r}: its backend "

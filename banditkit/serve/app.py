@@ -77,7 +77,10 @@ class ServeApp:
             return denied
         try:
             item = parse(await self._body(request))
-            return JSONResponse(await batcher.submit(item))
+            answer = await batcher.submit(item)
+            if isinstance(answer, str):  # already JSON text (the logged answer)
+                return Response(answer, media_type="application/json")
+            return JSONResponse(answer)
         except BadRequest as e:
             return _error(e.status, e.message)
         except Exception as e:  # the log could not be written: nothing was acknowledged

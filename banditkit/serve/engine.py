@@ -46,7 +46,7 @@ class ServeConfig:
     context_dim: int = 1
     action_dim: int = 0
     max_actions: int = 20
-    draws: int = 64
+    draws: int = 32
     seed: int = 0
     apprentice: bool = False
     snapshot_every: int = 1000
@@ -172,16 +172,17 @@ class Engine:
                 new.append(a)
 
     # ------------------------------------------------------------------------------------------------ decisions
-    def rank(self, reqs: list[RankRequest]) -> list[dict | BadRequest]:
-        """Decide, log (one transaction) and answer a micro-batch; a repeated ``event_id`` gets its first answer."""
-        out: list[dict | BadRequest | None] = [None] * len(reqs)
+    def rank(self, reqs: list[RankRequest]) -> list[str | BadRequest]:
+        """Decide, log (one transaction) and answer a micro-batch (each answer as its JSON text); a repeated
+        ``event_id`` gets its first answer."""
+        out: list[str | BadRequest | None] = [None] * len(reqs)
         known = self.store.responses(r.event_id for r in reqs)
         todo: list[int] = []
         first: dict[str, int] = {}
         new_ids: list[str] = []
         for i, r in enumerate(reqs):
             if r.event_id in known:
-                out[i] = json.loads(known[r.event_id])
+                out[i] = known[r.event_id]
             elif r.event_id in first:
                 continue  # answered below with the first one's answer
             else:
@@ -203,8 +204,7 @@ class Engine:
             version = self.model_version
             now = time.time()
             for j, i in enumerate(todo):
-                resp, row = self._answer(reqs[i], enc[j][2], int(acts[j]), probs[j], version, now)
-                out[i] = resp
+                out[i], row = self._answer(reqs[i], enc[j][2], int(acts[j]), probs[j], version, now)
                 rows.append(row)
             try:
                 self.store.add_events(rows, {"catalogue": json.dumps(self.catalogue)} if new_ids else None)
@@ -233,12 +233,12 @@ class Engine:
         if self.cfg.apprentice:
             resp["apprentice"] = {"agent_action_id": r.ids[agent_index], "agent_probability": p[agent_index],
                                   "agent_probabilities": p}
-        feats = r.features if r.features is not None else [None] * len(r.ids)
+        feats = r.features.tolist() if isinstance(r.features, np.ndarray) else r.features or [None] * len(r.ids)
         actions = json.dumps([{"id": a, "features": f} for a, f in zip(r.ids, feats, strict=True)])
         text = json.dumps(resp)
         row = EventRow(r.event_id, now, json.dumps(r.context), actions, r.ids[chosen], chosen, served[chosen],
                        json.dumps(served), r.ids[chosen] if self.cfg.apprentice else None, self.cfg.spec, version, text)
-        return resp, row
+        return text, row
 
     # ------------------------------------------------------------------------------------------------ rewards
     def reward(self, reqs: list[RewardRequest]) -> list[dict | BadRequest]:

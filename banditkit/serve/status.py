@@ -89,8 +89,10 @@ def summarize(engine, ranker=None) -> dict:
            "series": {"t0": since, "width_s": width, "decisions_per_s": dec.tolist(), "rewards_per_s": obs.tolist(),
                       "mean_reward": [None if np.isnan(v) else float(v) for v in mean]},
            "values": _values(engine, store.rewarded(VALUE_ROWS))}
-    if ranker is not None and ranker.batches:
-        out["mean_batch"] = ranker.items / ranker.batches
+    if ranker is not None:
+        out["batches"], out["batched"] = ranker.batches, ranker.items
+        if ranker.batches:
+            out["mean_batch"] = ranker.items / ranker.batches
     return out
 
 

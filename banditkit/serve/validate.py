@@ -20,6 +20,8 @@ import json
 import math
 from typing import NamedTuple
 
+import numpy as np
+
 MAX_ID = 256  # longest accepted event / action id (characters)
 
 
@@ -45,7 +47,7 @@ class RankRequest(NamedTuple):
     event_id: str
     context: list[float]
     ids: list[str]
-    features: list[list[float]] | None
+    features: list[list[float]] | np.ndarray | None  # (n, F) numbers per action; None for a catalogue of ids
     baseline_id: str | None
 
 
@@ -102,6 +104,43 @@ def parse_rank(body: bytes, shape: Shape) -> RankRequest:
     if len(actions) > shape.max_actions:
         raise BadRequest(422, f"{len(actions)} actions; this service takes at most {shape.max_actions} per request "
                               "(--max-actions)")
+    fast = _fast_actions(actions, shape, body)
+    if fast is not None:
+        ids, feats = fast
+    else:
+        ids, feats = _slow_actions(actions, shape)
+    if len(set(ids)) != len(ids):
+        dup = sorted({x for x in ids if ids.count(x) > 1})
+        raise BadRequest(422, f"action ids must be unique within a request; repeated: {dup[:5]}")
+    baseline = data.get("baseline_id")
+    if baseline is not None:
+        baseline = _id(baseline, "baseline_id")
+        if baseline not in ids:
+            raise BadRequest(422, f"baseline_id {baseline!r} is not one of the request's action ids")
+    return RankRequest(event_id, context, ids, feats if shape.action_dim > 0 else None, baseline)
+
+
+def _fast_actions(actions: list, shape: Shape, body: bytes):
+    """``(ids, features)`` of a well-formed action list in a few vectorised steps, or ``None`` (then the per-field
+    checks run and name the problem).  Booleans would pass ``np.asarray(..., float)``: a body with a JSON
+    ``true`` / ``false`` anywhere takes the per-field path."""
+    if shape.action_dim == 0 or b"true" in body or b"false" in body:
+        return None
+    try:
+        if not all(a.keys() == {"id", "features"} for a in actions):
+            return None
+        ids = [a["id"] for a in actions]
+        if not all(type(x) is str and 0 < len(x) <= MAX_ID for x in ids):
+            return None
+        arr = np.asarray([a["features"] for a in actions], np.float64)
+    except (AttributeError, TypeError, ValueError):
+        return None
+    if arr.shape != (len(actions), shape.action_dim) or not np.isfinite(arr).all():
+        return None
+    return ids, arr
+
+
+def _slow_actions(actions: list, shape: Shape) -> tuple[list[str], list[list[float]]]:
     ids: list[str] = []
     feats: list[list[float]] = []
     for i, a in enumerate(actions):
@@ -122,15 +161,7 @@ def parse_rank(body: bytes, shape: Shape) -> RankRequest:
         elif f is not None:
             raise BadRequest(422, f"actions[{i}] has features, but this service learns a fixed catalogue of ids "
                                   "(started with --action-dim 0): omit \"features\"")
-    if len(set(ids)) != len(ids):
-        dup = sorted({x for x in ids if ids.count(x) > 1})
-        raise BadRequest(422, f"action ids must be unique within a request; repeated: {dup[:5]}")
-    baseline = data.get("baseline_id")
-    if baseline is not None:
-        baseline = _id(baseline, "baseline_id")
-        if baseline not in ids:
-            raise BadRequest(422, f"baseline_id {baseline!r} is not one of the request's action ids")
-    return RankRequest(event_id, context, ids, feats if shape.action_dim > 0 else None, baseline)
+    return ids, feats
 
 
 def parse_reward(body: bytes) -> RewardRequest:
