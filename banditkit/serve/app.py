@@ -40,7 +40,7 @@ class ServeApp:
         self.engine = engine
         self.token = token
         self.max_body = int(max_body)
-        self.ranker = MicroBatcher(engine.rank, engine.cfg.max_batch, "rank")
+        self.ranker = MicroBatcher(engine.rank_prepare, engine.cfg.max_batch, "rank")
         self.rewarder = MicroBatcher(engine.reward, engine.cfg.max_batch, "reward")
         routes = [Route("/rank", self.rank, methods=["POST"]), Route("/reward", self.reward, methods=["POST"]),
                   Route("/health", self.health, methods=["GET"]), Route("/", self.status, methods=["GET"]),

@@ -80,6 +80,14 @@ def check_config(cfg: ServeConfig) -> None:
         raise ValueError(f"--reward-deadline must be > 0 seconds, got {cfg.reward_deadline}")
 
 
+class _Batch:
+    """A decided micro-batch on its way to the log: its answers, and whether its commit succeeded."""
+
+    def __init__(self):
+        self.answers: dict[str, str] = {}
+        self.ok = False
+
+
 class Engine:
     """See the module docstring.  ``store_path``: the SQLite file; ``cfg``: the settings."""
 
@@ -87,6 +95,7 @@ class Engine:
         check_config(cfg)
         self.cfg = cfg
         self.store = SQLiteStore(store_path, sync=cfg.sync)  # the rank path's connection
+        self._commit_store = self.store.reopen()  # the rank path's second stage (its own thread)
         self._reward_store = self.store.reopen()
         self._learn_store = self.store.reopen()
         self.status_store = self.store.reopen()  # read by the status page (the event loop's thread)
@@ -101,6 +110,8 @@ class Engine:
         self.catalogue: list[str] = json.loads(meta.get("catalogue", "[]"))
         self._slots = {a: i for i, a in enumerate(self.catalogue)}
         self._lock = threading.Lock()  # the learner's state swap vs a snapshot
+        self._inflight: dict[str, _Batch] = {}  # event ids decided, not committed yet
+        self.failed: BaseException | None = None  # a commit of decisions failed: no more decisions until a restart
         self.srv = self._load_agent()
         self.pos = int(self.srv.saved_meta.get("pos", 0))  # commit position of the last applied reward
         self.applied = int(self.srv.saved_meta.get("applied", 0))
@@ -174,14 +185,32 @@ class Engine:
     # ------------------------------------------------------------------------------------------------ decisions
     def rank(self, reqs: list[RankRequest]) -> list[str | BadRequest]:
         """Decide, log (one transaction) and answer a micro-batch (each answer as its JSON text); a repeated
-        ``event_id`` gets its first answer."""
+        ``event_id`` gets its first answer.  The same as ``rank_prepare(reqs)()``."""
+        return self.rank_prepare(reqs)()
+
+    def rank_prepare(self, reqs: list[RankRequest]):
+        """Stage 1 of :meth:`rank` (the decisions): returns stage 2, ``finish() -> answers``, which commits the batch.
+
+        The two stages run in two threads (:class:`~banditkit.serve.batching.MicroBatcher`), so batch ``k + 1`` is
+        decided while batch ``k`` is committed; the stages run in the same order, one at a time each, so the log's
+        order is the decisions' order.  An ``event_id`` decided in a batch not committed yet gets that batch's answer
+        once it is committed.  A failed commit stops the service's decisions (every later ``/rank`` is a 503 until a
+        restart, which resumes from the log).
+        """
+        if self.failed is not None:
+            raise RuntimeError(f"an earlier write to the log failed ({self.failed}); restart the service")
         out: list[str | BadRequest | None] = [None] * len(reqs)
+        # in flight first, then the log: a batch leaves _inflight only after its commit
+        pending = {r.event_id: self._inflight.get(r.event_id) for r in reqs}
         known = self.store.responses(r.event_id for r in reqs)
         todo: list[int] = []
         first: dict[str, int] = {}
+        waits: dict[int, _Batch] = {}
         new_ids: list[str] = []
         for i, r in enumerate(reqs):
-            if r.event_id in known:
+            if pending[r.event_id] is not None:
+                waits[i] = pending[r.event_id]
+            elif r.event_id in known:
                 out[i] = known[r.event_id]
             elif r.event_id in first:
                 continue  # answered below with the first one's answer
@@ -195,6 +224,7 @@ class Engine:
                 first[r.event_id] = i
                 todo.append(i)
         rows: list[EventRow] = []
+        batch = _Batch()
         if todo:
             for a in new_ids:
                 self._slots[a] = len(self.catalogue)
@@ -205,18 +235,33 @@ class Engine:
             now = time.time()
             for j, i in enumerate(todo):
                 out[i], row = self._answer(reqs[i], enc[j][2], int(acts[j]), probs[j], version, now)
+                batch.answers[reqs[i].event_id] = out[i]
                 rows.append(row)
+        for eid in batch.answers:
+            self._inflight[eid] = batch
+        meta = {"catalogue": json.dumps(self.catalogue)} if new_ids else None
+
+        def finish() -> list[str | BadRequest]:
             try:
-                self.store.add_events(rows, {"catalogue": json.dumps(self.catalogue)} if new_ids else None)
-            except Exception:
-                for a in new_ids:  # nothing was logged: forget the slots handed out for this batch
-                    del self._slots[a]
-                    self.catalogue.pop()
+                if rows:
+                    self._commit_store.add_events(rows, meta)
+                batch.ok = True
+            except BaseException as e:
+                self.failed = e
                 raise
-        for i, r in enumerate(reqs):
-            if out[i] is None:
-                out[i] = out[first[r.event_id]]
-        return out  # type: ignore[return-value]
+            finally:
+                for eid in batch.answers:
+                    self._inflight.pop(eid, None)
+            for i, b in waits.items():  # decided in an earlier batch, committed (or failed) before this one
+                eid = reqs[i].event_id
+                out[i] = b.answers[eid] if b.ok else BadRequest(503, f"the decision of {eid!r} could not be logged; "
+                                                                     "retry after the service restarts")
+            for i, r in enumerate(reqs):
+                if out[i] is None:
+                    out[i] = out[first[r.event_id]]
+            return out  # type: ignore[return-value]
+
+        return finish
 
     def _answer(self, r: RankRequest, slots: list[int], action: int, probs: np.ndarray, version: int, now: float):
         p = [float(probs[s]) for s in slots]  # the agent's probability of each requested action
@@ -371,5 +416,5 @@ class Engine:
             self.learn_all()
             if snapshot and self._since_snapshot > 0:
                 self.snapshot()
-        for s in (self.store, self._reward_store, self._learn_store, self.status_store):
+        for s in (self.store, self._commit_store, self._reward_store, self._learn_store, self.status_store):
             s.close()
