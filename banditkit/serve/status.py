@@ -69,7 +69,7 @@ def summarize(engine, ranker=None) -> dict:
     """The numbers of the status page (see the module docstring)."""
     store = engine.status_store
     now = time.time()
-    since = max(engine.started - WINDOW / BUCKETS, now - WINDOW)
+    since = max(engine.started, now - WINDOW)
     width = max((now - since) / BUCKETS, 1.0)
     s = store.series(since, width)
     nb = int(np.ceil((now - since) / width))
