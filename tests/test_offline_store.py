@@ -130,6 +130,7 @@ def test_variable_action_sets_with_features_and_apprentice_rows(tmp_path):
     path = _store(tmp_path / "s.sqlite", events, {e["event_id"]: (1.0, "observed") for e in events})
     log, info = read_store(path)  # positional: arm k is the event's k-th action, as the service scores them
     assert info.positional and info.action_ids == () and not info.fixed_actions and log.per_arm
+    assert info.apprentice == 1 and "1 events served the baseline's action" in info.summary()
     assert log.num_actions == 2 and log.available is None
     np.testing.assert_array_equal(log.actions, [1, 1, 0])
     np.testing.assert_allclose(log.propensities, [0.6, 0.3, 0.25])

@@ -63,7 +63,8 @@ class StoreInfo(NamedTuple):
     positional layout, where the ids are per event: ``positional``); the number of
     ``events`` in the store, of ``rewarded`` ones (the log's rows), of ``unrewarded`` ones (left out) and of
     ``default_rewards`` (rewards the deadline applied); ``fixed_actions`` (every evaluated event offered the same ids in
-    the same order); ``specs`` ``{spec: evaluated events it served}``; ``no_propensity`` (evaluated events whose
+    the same order); ``specs`` ``{spec: evaluated events it served}``; ``apprentice`` (evaluated events that served a
+    baseline's action); ``no_propensity`` (evaluated events whose
     served action has no known propensity)."""
 
     path: str
@@ -76,6 +77,7 @@ class StoreInfo(NamedTuple):
     specs: dict
     no_propensity: int
     positional: bool = False
+    apprentice: int = 0
 
     def summary(self) -> str:
         """One paragraph for a report: what was evaluated and what was left out."""
@@ -86,6 +88,10 @@ class StoreInfo(NamedTuple):
         text = (f"store {self.path}: {self.events} events, {self.rewarded} with a reward evaluated "
                 f"({self.default_rewards} of them the deadline's default reward), {self.unrewarded} without a reward "
                 f"left out; {arms} ({sets}); served by {served}")
+        if self.apprentice:
+            text += (f"; {self.apprentice} events served the baseline's action (apprentice mode): where it was logged "
+                     "with probability 1, IPS / DR see only targets that agree with the baseline and the rest rests on "
+                     "the reward model")
         if self.no_propensity:
             text += f"; {self.no_propensity} served actions have no known propensity, so only DM applies"
         return text + "."
@@ -192,7 +198,7 @@ def read_store(path: str | os.PathLike, num_actions: int | None = None) -> tuple
             if listed is not None and len(listed) == len(names):
                 propensity = listed[names.index(served)]
         parsed.append((seq, event_id, ts, context, names, features, served, propensity, spec, version,
-                       float(reward), source))
+                       float(reward), source, baseline_id is not None))
     if problems:
         text = "; ".join(f"{p}: events {', '.join(map(repr, ev[:checks.SHOW_ROWS]))}"
                          + (f" and {len(ev) - checks.SHOW_ROWS} more" if len(ev) > checks.SHOW_ROWS else "")
@@ -214,6 +220,7 @@ def read_store(path: str | os.PathLike, num_actions: int | None = None) -> tuple
         fixed_actions=len(set(order)) == 1 and len(order[0]) == log.num_actions,
         specs=dict(pd.Series([p[8] for p in parsed]).value_counts(sort=False)),
         no_propensity=sum(p[7] is None for p in parsed), positional=positional,
+        apprentice=sum(p[12] for p in parsed),
     )
     return log, info
 
