@@ -18,7 +18,7 @@ from benchmarks.suites import bo_parallel  # noqa: E402
 def test_tiny_run_end_to_end_every_point_distinct(tmp_path):
     out, journals = tmp_path / "out", tmp_path / "journals"
     argv = ["--tasks", "ackley_mixed", "--workers", "1,2", "--seeds", "1", "--budget", "8", "--startup", "4",
-            "--eval-seconds", "0", "--small-surrogate", "--no-warmup", "--out", str(out),
+            "--eval-seconds", "0", "--small-surrogate", "--no-warmup", "--first-trial-repeats", "0", "--out", str(out),
             "--keep-journals", str(journals)]
     assert bo_parallel.main(argv) == 0
     runs = pd.read_csv(out / "bo_parallel.csv")
@@ -26,6 +26,7 @@ def test_tiny_run_end_to_end_every_point_distinct(tmp_path):
                                                                      ("tpe", 2)]
     assert (runs.trials == 8).all() and (runs.distinct == 8).all() and (runs.failed == 0).all()
     assert (runs.wall_s > runs.span_s).all() and (runs.span_s > 0).all()
+    assert np.allclose(runs.evals_per_s, 8 / runs.wall_s) and (runs.load_before >= 0).all()
     for _, r in runs.iterrows():
         counts = [int(v) for v in str(r.per_worker).split("/")]
         assert len(counts) == r.workers and sum(counts) == 8
@@ -100,3 +101,19 @@ def test_a_failing_worker_is_reported_with_its_output(tmp_path):
         with pytest.raises(RuntimeError, match=r"(?s)no_such_task tpe workers=1 seed=0: worker 0 exited with status "
                                                r"1:.*KeyError: 'no_such_task'"):
             bo_parallel._start_and_wait(spec, 1, [log], bo_parallel.worker_env(str(tmp_path / "cache")), 300.0)
+
+
+def test_first_trial_table_means_cold_and_warm(tmp_path):
+    """``bo_first_trial.markdown``: one row per cache state, means ± s.e. over its processes and the load before."""
+    from benchmarks.suites import bo_first_trial
+
+    rows = [dict(repeat=0, cache=c, run=k, import_s=2.0, sampler_s=s_, first_bo_s=f, next_bo_s=0.05,
+                 to_first_answer_s=t, load_before=l_)
+            for k, (c, s_, f, t, l_) in enumerate([("cold", 5.0, 9.0, 20.0, 1.0), ("warm", 2.0, 1.0, 8.0, 2.0),
+                                                   ("warm", 2.0, 2.0, 10.0, 4.0)])]
+    csv = tmp_path / "bo_first_trial.csv"
+    pd.DataFrame(rows).to_csv(csv, index=False)
+    md = "\n".join(bo_first_trial.markdown(str(csv)))
+    assert "| cold | 1 | 2.00 ± 0.00 | 5.00 ± 0.00 | 9.00 ± 0.00 | 0.050 | 20.00 ± 0.00 | 1.0 |" in md
+    assert "| warm | 2 | 2.00 ± 0.00 | 2.00 ± 0.00 | 1.50 ± 0.50 | 0.050 | 9.00 ± 1.00 | 3.0 |" in md
+    assert bo_first_trial.markdown(str(tmp_path / "none.csv")) == []

@@ -73,7 +73,7 @@ import numpy as np
 import pandas as pd
 
 from banditkit.bo import acquisition as _acq
-from banditkit.bo import persist, search
+from banditkit.bo import compile_cache, persist, search
 from banditkit.bo import surrogate as _surrogate
 from banditkit.bo import trust_region as _tr
 from banditkit.bo.acquisition import ACQUISITIONS, MAXIMIZERS
@@ -188,6 +188,7 @@ class BayesOpt:
         min_distance: float = 1e-3,
         trust_region: bool | None = None,
     ):
+        compile_cache.enable()  # a compilation another process paid is loaded, not repeated (opt out: see there)
         if bounds is not None and space is not None:
             raise ValueError("give bounds= (a box) or space= (a typed search space), not both")
         if bounds is None and space is None:

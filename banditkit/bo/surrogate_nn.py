@@ -41,6 +41,15 @@ SURROGATE_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
+@jax.jit
+def _all_finite(tree) -> jax.Array:
+    """Whether every floating-point entry of ``tree`` is finite: one compiled program for the whole state (checking
+    leaf by leaf dispatched, and in a fresh process compiled or loaded, one program per leaf shape)."""
+    checks = [jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree_util.tree_leaves(tree)
+              if jnp.issubdtype(jnp.asarray(leaf).dtype, jnp.floating)]
+    return jnp.all(jnp.stack(checks)) if checks else jnp.asarray(True)
+
+
 class NetworkSurrogate:
     """A Flax model + posterior backend (see the module docstring).  Build with :meth:`create`."""
 
@@ -97,8 +106,10 @@ class NetworkSurrogate:
         def apply_fn(params, u):
             return jnp.ravel(model.apply(params, 2.0 * u - 1.0))  # the model sees [-1, 1]^d
 
-        params = model.init(jax.random.PRNGKey(0), jnp.zeros((self.dim,), jnp.float32))
-        out = apply_fn(params, jnp.zeros((self.dim,), jnp.float32))
+        # shapes only (traced, not compiled or run): the model's check and dtype cost no compilation here
+        u0 = jax.ShapeDtypeStruct((self.dim,), jnp.float32)
+        params = jax.eval_shape(model.init, jax.random.PRNGKey(0), u0)
+        out = jax.eval_shape(apply_fn, params, u0)
         if out.shape != (1,):
             raise ValueError(f"the surrogate model must output one value per point, got output shape {out.shape}")
         try:
@@ -136,8 +147,7 @@ class NetworkSurrogate:
         if shift is None:
             return fit
         state = self._feed(fit.state, u[fit.n_fed :], (s[fit.n_fed :] - shift) / scale)
-        if not all(bool(jnp.all(jnp.isfinite(leaf))) for leaf in jax.tree_util.tree_leaves(state)
-                   if jnp.issubdtype(jnp.asarray(leaf).dtype, jnp.floating)):
+        if not bool(_all_finite(state)):
             raise FloatingPointError(
                 "the surrogate's filter update produced NaN/inf (the optimiser was left unchanged); try a "
                 "larger obs_noise or a smaller prior covariance in surrogate_kwargs"

@@ -46,6 +46,7 @@ import pandas as pd
 from benchmarks.harness import options, provenance
 from benchmarks.harness.options import RESULTS
 from benchmarks.harness.tables import append_csv, se
+from benchmarks.suites import bo_first_trial
 
 TASKS = ["ackley_mixed", "hartmann_mixed"]
 SAMPLERS = ["banditkit", "tpe"]
@@ -157,6 +158,7 @@ def one_run(task: str, sampler: str, workers: int, seed: int, *, budget: int, st
         spec = dict(task=task, sampler=sampler, seed=seed, budget=budget, startup=startup, eval_s=eval_s,
                     surrogate=surrogate, blas_threads=blas_threads, journal=journal)
         env = worker_env(cache_dir)
+        load_before = os.getloadavg()[0]
         logs = [open(os.path.join(tmp, f"worker{k}.log"), "w+") for k in range(workers)]
         try:
             wall = _start_and_wait(spec, workers, logs, env, timeout_s)
@@ -187,6 +189,7 @@ def one_run(task: str, sampler: str, workers: int, seed: int, *, budget: int, st
         pruned=sum(t.state == state.PRUNED for t in trials), failed=sum(t.state == state.FAIL for t in trials),
         per_worker="/".join(str(per_worker.get(k, 0)) for k in range(workers)),
         s_per_bo_trial=float(np.mean(bo)) if bo else np.nan,
+        evals_per_s=len(done) / wall, load_before=load_before,
         **{**provenance.row_provenance(), **({"command": command} if command else {})},
     )
 
@@ -207,7 +210,9 @@ def summary(runs: pd.DataFrame) -> pd.DataFrame:
                          regret=g.final_regret.mean(), regret_se=se(g.final_regret),
                          trials=int(g.trials.sum()), distinct=int(g.distinct.sum()), pruned=int(g.pruned.sum()),
                          per_worker="/".join(f"{v:.3g}" for v in trials_per_worker.mean(axis=0)),
-                         s_bo=g.s_per_bo_trial.mean(), load=g["load"].mean()))
+                         s_bo=g.s_per_bo_trial.mean(), load=g["load"].mean(),
+                         load_before=g["load_before"].mean() if "load_before" in g else np.nan,
+                         evals_wall=budget / g.wall_s.mean(), evals_span=budget / g.span_s.mean()))
     s = pd.DataFrame(rows)
     if s.empty:
         return s
@@ -230,18 +235,21 @@ def markdown(s: pd.DataFrame) -> list[str]:
     for (budget, startup, eval_s), c in s.groupby(["budget", "startup", "eval_s"], sort=False):
         lines += [f"### Budget {int(budget)} trials ({int(startup)} startup), each evaluation the function plus a "
                   f"{eval_s:g} s sleep", "",
-                  "| task | sampler | workers | runs | wall s (start → last exit) | speed-up | trial span s | "
-                  "speed-up | sleep floor s | final regret | regret ratio | distinct points / trials | trials per "
-                  "worker (mean) | sampler s per BO trial | load |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "| task | sampler | workers | runs | wall s (start → last exit) | evaluations per wall s | speed-up "
+                  "| trial span s | evaluations per span s | speed-up | sleep floor s | final regret | regret ratio | "
+                  "distinct points / trials | trials per worker (mean) | sampler s per BO trial | load before / "
+                  "after |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for _, r in c.iterrows():
             name = r.sampler + (f" ({r.surrogate} surrogate)" if r.surrogate else "")
             extra = f" (+{r.pruned} pruned past the budget)" if r.pruned else ""
+            before = "–" if pd.isna(r.load_before) else f"{r.load_before:.1f}"
             lines.append(
                 f"| {r.task} | {name} | {r.workers} | {r.runs} | {r.wall:.1f} ± {r.wall_se:.1f} | "
-                f"{r.speedup:.2f} | {r.span:.1f} ± {r.span_se:.1f} | {r.span_speedup:.2f} | "
-                f"{budget * eval_s / r.workers:.0f} | {r.regret:.3g} ± {r.regret_se:.2g} | {r.regret_ratio:.2f} | "
-                f"{r.distinct} / {r.trials}{extra} | {r.per_worker} | {r.s_bo:.3g} | {r.load:.0f} |")
+                f"{r.evals_wall:.2f} | {r.speedup:.2f} | {r.span:.1f} ± {r.span_se:.1f} | {r.evals_span:.2f} | "
+                f"{r.span_speedup:.2f} | {budget * eval_s / r.workers:.0f} | {r.regret:.3g} ± {r.regret_se:.2g} | "
+                f"{r.regret_ratio:.2f} | {r.distinct} / {r.trials}{extra} | {r.per_worker} | {r.s_bo:.3g} | "
+                f"{before} / {r.load:.1f} |")
         lines.append("")
     return lines
 
@@ -260,12 +268,16 @@ def report(out: str, command: str) -> None:
              "workers up to w − 1 more of the budget are random; banditkit's startup points of one seed are the same "
              "for every w (drawn from the seed and the trial number), TPE's are not (worker k's seed).  Everything "
              "here is synthetic (known minima); the objective's cost is a sleep, not computation.", "",
+             "Evaluations per wall s = budget / mean wall time (its ratio to 1 worker's is the speed-up); per span s "
+             "likewise over the trial span (the study's throughput once workers run, without process start and "
+             "imports, which on 2 cores w processes pay w / 2 times over).", "",
              "Sampler s per BO trial: the mean time of a trial's `suggest_*` calls after the startup trials; it holds "
              "each worker process's one-off JAX tracing and compile-cache load at its first BO trial, which w workers "
-             "pay w times on the same cores.  Load: the machine's 1-minute load average after the runs (mean); with "
-             "2 cores, a load far above 2 means every process waited for a core most of the time, so the wall times "
-             "measure contention with other users as much as the samplers.", ""]
+             "pay w times on the same cores.  Load: the machine's 1-minute load average (`os.getloadavg()`) before "
+             "and after the runs (means); with 2 cores, a load far above 2 means every process waited for a core "
+             "most of the time, so the wall times measure contention with other users as much as the samplers.", ""]
     lines += markdown(summary(runs))
+    lines += bo_first_trial.markdown(os.path.join(out, "bo_first_trial.csv"))
     lines += ["Per run: `bo_parallel.csv` (wall time, trial span, final best and regret, distinct points, trials per "
               "worker, pruned trials, sampler seconds per BO trial, command, machine and load).", "",
               "## Provenance", "", *provenance.csv_provenance(runs), "", f"This report: `{command}`", ""]
@@ -307,6 +319,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep-journals", default="", metavar="DIR",
                    help="copy each recorded run's JournalStorage file into DIR (TASK_SAMPLER_wW_sSEED.log)")
     p.add_argument("--run-timeout", type=float, default=1800.0, help="seconds one run's workers may take")
+    p.add_argument("--first-trial-repeats", type=int, default=3,
+                   help="repeats of the cold / warm compile-cache measurement of a fresh process's first model-based "
+                        "trial (benchmarks.suites.bo_first_trial; bo_first_trial.csv; default 3; 0 skips it, and so "
+                        "does a bo_first_trial.csv already in --out)")
     p.add_argument("--out", default=RESULTS)
     p.add_argument("--report", action="store_true", help="only rebuild bo_parallel.md from bo_parallel.csv")
     options.add_blas_threads(p)
@@ -337,6 +353,11 @@ def main(argv: list[str] | None = None) -> int:
     if os.path.exists(csv):
         old = pd.read_csv(csv).assign(surrogate=lambda d: d["surrogate"].fillna(""))
         done = {tuple(r) for r in old[KEY].itertuples(index=False)}
+    first = os.path.join(args.out, "bo_first_trial.csv")
+    if args.first_trial_repeats > 0 and "banditkit" in samplers and not os.path.exists(first):
+        bo_first_trial.measure(first, args.first_trial_repeats, command=command)
+        if os.path.exists(csv):
+            report(args.out, command)
     own_cache = None
     cache = args.compile_cache or os.environ.get("JAX_COMPILATION_CACHE_DIR", "")
     if not cache:
