@@ -207,3 +207,34 @@ def test_own_policy_file_by_row_for_a_plain_log(tmp_path):
                               reward_model=None, estimators=["snips"], out=str(tmp_path / "ev2"))
     assert only_snips.counterfactual is None
     assert "No counterfactual report" in (tmp_path / "ev2" / "evaluate.md").read_text()
+
+
+@pytest.mark.parametrize("action_dim", [0, 1])
+def test_a_store_the_real_engine_wrote(tmp_path, action_dim):
+    from banditkit.serve.engine import Engine, ServeConfig
+    from banditkit.serve.validate import RankRequest, RewardRequest
+
+    cfg = ServeConfig(spec="linear-thompson", context_dim=2, action_dim=action_dim, max_actions=3, draws=16)
+    eng = Engine(tmp_path / "live.db", cfg, start_learner=False)
+    sets = [["a", "b"], ["b", "c", "a"], ["c", "a"], ["a", "b", "c"]] * 2
+    reqs = [RankRequest(f"e{i}", [0.1 * i, 1.0], ids, [[float(len(n))] for n in ids] if action_dim else None, None)
+            for i, ids in enumerate(sets)]
+    answers = [json.loads(t) for t in eng.rank(reqs)]
+    eng.reward([RewardRequest(f"e{i}", float(i)) for i in range(6)])  # e6, e7 wait for theirs
+    eng.close()
+    log, info = read_store(tmp_path / "live.db")
+    assert (len(log), info.unrewarded, info.positional) == (6, 2, bool(action_dim))
+    np.testing.assert_allclose(log.propensities, [a["probability"] for a in answers[:6]])
+    np.testing.assert_allclose(log.rewards, np.arange(6.0))
+    if action_dim:  # arm k = the event's k-th action; its row is [context, features]
+        served = [s.index(a["action_id"]) for s, a in zip(sets[:6], answers[:6], strict=True)]
+        np.testing.assert_array_equal(log.actions, served)
+        np.testing.assert_allclose(log.contexts[1, 2], [0.1, 1.0, 1.0])
+    else:  # arm k = the service's k-th catalogue slot
+        assert info.action_ids == tuple(eng.catalogue) == ("a", "b", "c")
+        np.testing.assert_array_equal(log.actions, [eng.catalogue.index(a["action_id"]) for a in answers[:6]])
+    first = pd.DataFrame({"event_id": [f"e{i}" for i in range(8)], "action": [s[0] for s in sets]})
+    pi = policy_probabilities(first, log, info.action_ids or None)
+    w = pi[np.arange(6), log.actions] / log.propensities
+    table = off.evaluate(log, {"first": pi}, reward_model=None, estimators=["ips"])
+    assert table.value.iloc[0] == pytest.approx(np.mean(w * log.rewards))
