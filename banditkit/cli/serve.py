@@ -102,8 +102,8 @@ def cmd_serve(args) -> int:
     from banditkit.serve.app import ServeApp
     from banditkit.serve.engine import Engine
 
-    cfg = config_from_args(args)
     token = _token(args)
+    cfg = config_from_args(args)
     engine = Engine(args.store, cfg)
     compiled = engine.warm_up()
     app = ServeApp(engine, token=token, max_body=args.max_body)

@@ -7,8 +7,9 @@ The load generator (:mod:`benchmarks.suites.serve_load`, this process: asyncio, 
 
 1. a warm-up (closed loop, discarded);
 2. **closed loop**, ``--connections`` connections back to back: the throughput at that concurrency;
-3. **open loop** at ``--rate`` requests/s (latency from each request's due time: queueing included);
-4. the same open loop **with rewards flowing**: each rank answer followed by its ``/reward`` on the same connection.
+3. **open loop** at each of ``--rates`` requests/s (latency from each request's due time: queueing included), each
+   followed by the same open loop **with rewards flowing**: each rank answer followed by its ``/reward`` on the same
+   connection.
 
 Each phase lasts ``--seconds`` (bounded: the suite stops by itself).  The table gives rank answers/s, p50 / p99 /
 max latency (ms), errors, rewards/s, the server's mean micro-batch size over the phase, and the machine's 1-minute
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -80,7 +82,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--draws", type=int, default=32)
     p.add_argument("--max-batch", type=int, default=64)
     p.add_argument("--sync", choices=("full", "normal"), default="full")
-    p.add_argument("--rate", type=float, default=1000.0, help="open-loop rank requests per second")
+    p.add_argument("--rates", default="1000,300",
+                   help="open-loop rank requests per second, comma-separated: each rate runs without and with rewards")
     p.add_argument("--connections", type=int, default=32)
     p.add_argument("--seconds", type=float, default=15.0, help="length of each measured phase")
     p.add_argument("--warmup-seconds", type=float, default=3.0)
@@ -101,19 +104,20 @@ def main(argv: list[str] | None = None) -> None:
         run_load(srv.port, bodies, rate=None, connections=args.connections, seconds=args.warmup_seconds,
                  prefix="warm-")
         rows = [phase(srv, bodies, "closed loop", rate=None, connections=args.connections, seconds=args.seconds,
-                      rewards=False),
-                phase(srv, bodies, "open loop", rate=args.rate, connections=args.connections, seconds=args.seconds,
-                      rewards=False),
-                phase(srv, bodies, "open loop + rewards", rate=args.rate, connections=args.connections,
-                      seconds=args.seconds, rewards=True)]
+                      rewards=False)]
+        for k, rate in enumerate(float(r) for r in args.rates.split(",")):
+            for rewards in (False, True):
+                rows.append(phase(srv, bodies, f"open loop {k + 1}" + (" + rewards" if rewards else ""), rate=rate,
+                                  connections=args.connections, seconds=args.seconds, rewards=rewards))
     finally:
         log = srv.log()
         srv.stop()
         shutil.rmtree(folder, ignore_errors=True)
-    compiled = next((w for w in log.split(";") if "compiled in" in w), "").strip().rstrip(")")
+    m = re.search(r"compiled in ([\d.]+) s", log)
+    compiled = f"compiled in {m.group(1)} s" if m else "compile time not reported"
     df = pd.DataFrame(rows)
     machine = f"{os.cpu_count()} cores{provenance.cpu_note()}{provenance.cores_note()}"
-    compile_line = f"started (imports + {compiled}) in {started:.1f} s"
+    compile_line = f"ready {started:.1f} s after launch (imports, then {compiled})"
     os.makedirs(args.out, exist_ok=True)
     df.to_csv(os.path.join(args.out, f"{args.tag}.csv"), index=False)
     text = render(df, args, machine, command, compile_line)
