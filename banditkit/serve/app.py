@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import threading
 import time
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
@@ -40,6 +42,7 @@ class ServeApp:
         self.engine = engine
         self.token = token
         self.max_body = int(max_body)
+        self._status_lock = threading.Lock()
         self.ranker = MicroBatcher(engine.rank_prepare, engine.cfg.max_batch, "rank")
         self.rewarder = MicroBatcher(engine.reward, engine.cfg.max_batch, "reward")
         routes = [Route("/rank", self.rank, methods=["POST"]), Route("/reward", self.reward, methods=["POST"]),
@@ -114,18 +117,20 @@ class ServeApp:
             return denied
         from banditkit.serve.status import render
 
-        return HTMLResponse(render(self.summary()))
+        return HTMLResponse(render(await run_in_threadpool(self.summary)))
 
     async def status_json(self, request: Request) -> Response:
         denied = self._denied(request)
         if denied is not None:
             return denied
-        return JSONResponse(self.summary())
+        return JSONResponse(await run_in_threadpool(self.summary))
 
     def summary(self) -> dict:
+        """The status numbers (read in a worker thread, one reader at a time: the event loop keeps serving)."""
         from banditkit.serve.status import summarize
 
-        return summarize(self.engine, self.ranker)
+        with self._status_lock:
+            return summarize(self.engine, self.ranker)
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, app):
