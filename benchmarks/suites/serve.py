@@ -89,7 +89,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--warmup-seconds", type=float, default=3.0)
     p.add_argument("--out", default=options.RESULTS)
     p.add_argument("--tag", default="serve")
+    options.add_blas_threads(p)  # this process (the load generator); the server caps BLAS as the banditkit command does
     args = p.parse_args(argv)
+    options.apply_blas_threads(args.blas_threads)
     command = provenance.command_line()
     folder = tempfile.mkdtemp(prefix="banditkit-serve-bench-")
     bodies = make_bodies(500, args.context_dim, args.action_dim, args.actions)
