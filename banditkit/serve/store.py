@@ -4,18 +4,16 @@ Everything the service acknowledges is committed here before the HTTP answer lea
 :mod:`banditkit.serve.schema`).  The service needs only these operations, so a server database (PostgreSQL, ...) fits
 behind the same interface (``docs/serving.md``):
 
-=============================  ====================================================================================
-``meta()`` / ``set_meta(d)``   the service's settings (``schema_version``, ``spec``, shapes, the id catalogue)
-``responses(ids)``             ``{event_id: response JSON}`` of the ids already decided (duplicates get it again)
-``add_events(rows, meta)``     decisions (:class:`EventRow`) and settings updates, in one transaction
-``add_rewards(rows)``          rewards ``(event_id, reward, ts, source)``, one transaction; per row ``"ok"``,
-                               ``"unknown"`` (no such event) or ``"rewarded"`` (it has one already)
-``expire(before, reward)``     the default reward for every event decided before ``before`` that has none
-``rewards_after(pos, limit)``  the rewards in the order they were committed, after position ``pos``, each joined with
-                               its event (what the learner applies; :class:`RewardRow`)
-``add_snapshot`` / ``last_snapshot``  the agent-state files written every N rewards
-``counts()`` / ``series()`` / ``rewarded()``  what the status page shows
-=============================  ====================================================================================
+* ``meta()`` / ``set_meta(d)``: the service's settings (``schema_version``, ``spec``, shapes, the id catalogue);
+* ``responses(ids)``: ``{event_id: response JSON}`` of the ids already decided (a duplicate gets it again);
+* ``add_events(rows, meta)``: decisions (:class:`EventRow`) and settings updates, in one transaction;
+* ``add_rewards(rows)``: rewards ``(event_id, reward, ts, source)`` in one transaction; per row ``"ok"``,
+  ``"unknown"`` (no such event) or ``"rewarded"`` (it has one already);
+* ``expire(before, reward, now)``: the default reward for every event decided before ``before`` that has none;
+* ``rewards_after(pos, limit)``: the rewards in the order they were committed, after position ``pos``, each joined
+  with its event (what the learner applies: :class:`RewardRow`);
+* ``add_snapshot(...)`` / ``last_snapshot()``: the agent-state files written every N rewards;
+* ``counts()`` (and, for the status page, ``series`` / ``rewarded``): what the status page shows.
 
 :class:`SQLiteStore` runs SQLite (stdlib) in WAL mode; ``sync="full"`` (default) syncs the WAL on every commit (an
 acknowledged event survives a power cut), ``"normal"`` only at checkpoints (it survives the process being killed,
