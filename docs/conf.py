@@ -5,8 +5,8 @@ Why Sphinx and not MkDocs + mkdocstrings: the docstrings are Google-style with r
 what Sphinx's autodoc + napoleon read natively; mkdocstrings would need the roles rewritten into Markdown
 cross-references.  With MyST (through myst-nb) the hand-written Markdown pages, the README and the notebooks are
 sources too, so one tool builds the whole site, and ``-W`` turns every broken reference or bad markup into a
-failed build (CI runs it that way).  The notebooks are rendered as committed, never executed
-(``nb_execution_mode = "off"``).
+failed build (CI runs it that way).  The notebooks are executed by the build (see below) and shown with
+their outputs.
 """
 
 from __future__ import annotations
@@ -58,7 +58,19 @@ add_module_names = False
 # --- MyST / notebooks ---------------------------------------------------------------------------------------------
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
 myst_heading_anchors = 3  # the Markdown pages link to their own sections by slug (#2-posteriors ...)
-nb_execution_mode = "off"  # render the committed notebooks as they are; CI runs them in tests/test_notebooks.py
+# The notebooks (docs/notebooks links to the repository's notebooks/) are executed at every build, at their "docs"
+# size (BANDITKIT_NB_SIZE=docs: short runs; the three take about 80 s on one core) with XLA's cheap compile pipeline
+# (compiling is most of that time, as in the test suite), so each page shows the outputs it made.  A cell that fails
+# fails the build.
+os.environ.setdefault("BANDITKIT_NB_SIZE", "docs")  # the kernels inherit this process's environment
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0"
+                           " --xla_llvm_disable_expensive_passes=true").strip()
+nb_execution_mode = "force"
+nb_execution_timeout = 600  # seconds per notebook
+nb_execution_raise_on_error = True
+nb_execution_show_tb = True
+nb_merge_streams = True
+nb_execution_in_temp = True  # a notebook that writes a file writes it in a temporary folder, not in notebooks/
 
 # --- HTML -----------------------------------------------------------------------------------------------------
 html_theme = "furo"
