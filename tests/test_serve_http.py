@@ -1,6 +1,6 @@
 """``banditkit serve`` end to end: the real server (uvicorn, a child process) on a loopback port, driven over HTTP.
 
-One server for the module (linear Thompson sampling, per-arm features, tiny shapes, a bearer token, a 1.5 s reward
+One server for the module (linear Thompson sampling, per-arm features, tiny shapes, a bearer token, a 4 s reward
 deadline); every check reads the server's SQLite log directly to see what was (and was not) written.
 """
 
@@ -20,7 +20,7 @@ from banditkit.serve.process import ServerProcess  # noqa: E402
 
 TOKEN = "s3cret-token"
 ARGS = ["--agent", "linear-thompson", "--context-dim", "2", "--action-dim", "3", "--max-actions", "4",
-        "--max-batch", "2", "--learn-batch", "2", "--snapshot-every", "3", "--reward-deadline", "1.5",
+        "--max-batch", "2", "--learn-batch", "2", "--snapshot-every", "3", "--reward-deadline", "4",
         "--default-reward", "-1", "--draws", "16", "--max-body", "4096"]
 
 
