@@ -8,6 +8,10 @@ Each subpackage and shortcut is imported on first use (``bk.posteriors``, ``bk.c
 itself imports neither JAX nor pandas, so the ``banditkit`` command answers ``--help`` and argument errors at once.
 Type checkers and IDEs see every name through the explicit imports under ``TYPE_CHECKING`` below.  ``bk.runtime``
 (process-wide settings: BLAS threads, allocator) is likewise loaded on first use and applies nothing by itself.
+
+"Seed 000" … "seed 004" in docstrings and comments name the five method papers banditkit implements (LoFi; the
+Kalman last layer with learned forgetting; subspace-EKF neural bandits; HiLoFi / LoLoFi / LRKF; BONG): the glossary
+(``docs/glossary.md``) gives each paper's title and authors.
 """
 
 from __future__ import annotations
