@@ -170,6 +170,11 @@ STUDIES = [
           "against make_agent's rule, pre-registered and paired by seed (20 seeds) on the four headline sets, Wheel "
           "and Fashion-MNIST, with linear-TS as the reference",
           "studies/lofi_noise/results/lofi_noise{,_fmnist}.md, .csv"),
+    Entry("honest_defaults", "benchmarks.studies.honest_defaults",
+          "issue 69: make_agent's honest defaults (scale learned from the rewards observed, HiLoFi's head prior from "
+          "the first context, its observation variance by an evidence mixture) against the old oracle-read defaults, "
+          "pre-registered and paired by seed (20 seeds) on the four headline sets, Wheel and Fashion-MNIST",
+          "studies/honest_defaults/results/honest_defaults{,_fmnist}.md, .csv"),
 ]
 
 

@@ -1,4 +1,5 @@
-"""The observation units read from the environment (banditkit.agents.scales): known answers on envs built here."""
+"""The old oracle-read units (benchmarks.harness.oracle_units, a benchmark tool since issue 69): known answers on envs
+built here; and make_agent no longer reading them."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from banditkit.agents import make_agent, scales
+from banditkit.agents import make_agent
 from banditkit.environments.functional import FunctionalBandit
+from benchmarks.harness import oracle_units as scales
 
 K, F = 4, 3
 
@@ -80,40 +82,26 @@ def test_an_env_without_a_functional_form_keeps_the_fallback():
     assert scales.default_obs_noise(Opaque()) == scales.FALLBACK_OBS_NOISE
 
 
-def test_make_agent_uses_the_rule_unless_told_otherwise():
+def test_make_agent_reads_no_rule_from_the_env_and_keeps_what_it_is_told():
+    """Issue 69: the old rule (now benchmarks.harness.oracle_units) is no agent default — HiLoFi finds its variance
+    by the evidence of NOISE_GRID's members, LoFi takes OBS_NOISE capped at 10⁻³, the others OBS_NOISE, whatever
+    the env's expected rewards say; an explicit variance, a learned one and a non-Gaussian likelihood are kept."""
     import gymnasium as gym
 
-    env = gym.make("banditkit/Shuttle-v0", max_steps=50)
-    rule = scales.default_obs_noise(env)
-    assert 0 < rule < scales.FALLBACK_OBS_NOISE  # Shuttle's rewards carry no noise of their own
-    assert make_agent("hilofi-thompson", env).likelihood.obs_noise == pytest.approx(rule)
-    assert make_agent("hilofi-thompson", env, obs_noise=0.3).likelihood.obs_noise == 0.3
-    # a learned variance starts where BanditAgent starts it, above the misfit it comes down from
-    assert make_agent("hilofi-thompson-adaptive_noise", env).likelihood.obs_noise == 0.1
+    from banditkit.agents.factory import MAX_OBS_NOISE, NOISE_GRID, OBS_NOISE
 
-
-def test_lofi_gets_the_rule_capped_at_its_own_maximum():
-    import gymnasium as gym
-
-    from banditkit.agents.factory import MAX_OBS_NOISE
-
-    cap = MAX_OBS_NOISE["lofi"]
-    assert cap == 1e-3  # benchmarks/studies/lofi_noise pre-registered this value
-    mushroom = gym.make("banditkit/Mushroom-v0", max_steps=50)  # the rule sits at its own cap 0.1 there
-    assert scales.default_obs_noise(mushroom) == pytest.approx(0.1)
-    assert make_agent("lofi-thompson", mushroom).likelihood.obs_noise == pytest.approx(cap)
-    assert make_agent("lofi-ucb", mushroom).likelihood.obs_noise == pytest.approx(cap)  # every policy
-    for spec in ("hilofi-thompson", "lrkf-thompson", "diag_ekf-thompson"):  # the others keep the rule
-        assert make_agent(spec, mushroom).likelihood.obs_noise == pytest.approx(0.1)
-    # a min, not a constant: an environment whose rule is already below the cap keeps its rule
-    quiet = _Env(noise=0.0, amplitude=1.0)
-    quiet.functional = lambda seed, steps, f=quiet.functional: _shrunk(f(seed, steps))
-    rule = scales.default_obs_noise(quiet)
-    assert 0 < rule < cap
-    assert make_agent("lofi-thompson", quiet).likelihood.obs_noise == pytest.approx(rule)
-    # an explicit variance, a learned one and a non-Gaussian likelihood are left alone
-    assert make_agent("lofi-thompson", mushroom, obs_noise=0.3).likelihood.obs_noise == 0.3
-    assert make_agent("lofi-thompson-adaptive_noise", mushroom).likelihood.obs_noise == 0.1
+    assert MAX_OBS_NOISE["lofi"] == 1e-3  # benchmarks/studies/lofi_noise pre-registered this value
+    for name in ("Shuttle", "Mushroom"):
+        env = gym.make(f"banditkit/{name}-v0", max_steps=50)
+        assert make_agent("hilofi-thompson", env).posterior.hyper["obs_noises"] == NOISE_GRID
+        assert make_agent("lofi-thompson", env).likelihood.obs_noise == 1e-3
+        assert make_agent("lofi-ucb", env).likelihood.obs_noise == 1e-3  # every policy
+        for spec in ("lrkf-thompson", "diag_ekf-thompson"):
+            assert make_agent(spec, env).likelihood.obs_noise == OBS_NOISE
+        assert make_agent("hilofi-thompson", env, obs_noise=0.3).likelihood.obs_noise == 0.3
+        assert "obs_noises" not in make_agent("hilofi-thompson", env, obs_noise=0.3).posterior.hyper
+        # a learned variance starts where BanditAgent starts it, above the misfit it comes down from
+        assert make_agent("hilofi-thompson-adaptive_noise", env).likelihood.obs_noise == 0.1
 
 
 def _shrunk(fb: FunctionalBandit) -> FunctionalBandit:

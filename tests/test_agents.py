@@ -178,8 +178,10 @@ def test_make_agent_uses_the_env_default_model():
     assert agent.posterior.hyper["init_cov"] == 0.3 and agent.policy.hyper == {"epsilon": 0.05}
     agent = make_agent("linear-thompson", _env("mlp", per_arm=True))
     assert agent.model.features == () and agent.model.out == 1 and agent.per_arm
+    # an env's declared scale is not read (issue 69): the agent learns it from the rewards, or the user passes it
     agent = make_agent("ekf-ucb", _env("mlp", reward_scale=35.0), policy_kwargs=dict(beta=2.0))
-    assert agent.reward_scale == 35.0 and agent.policy.hyper == {"beta": 2.0}
+    assert agent.auto_scale and agent.policy.hyper == {"beta": 2.0}
+    assert make_agent("ekf-ucb", _env("mlp"), reward_scale=35.0).reward_scale == 35.0
     with pytest.raises(ValueError, match="BayesOpt"):
         make_agent("hilofi-ei", SimpleNamespace(unwrapped=SimpleNamespace(num_actions=1, task="bo")))
 

@@ -122,14 +122,16 @@ def test_selection_naming_only_agents_or_only_peers_runs_only_them():
 
 
 def test_the_headline_agents_are_make_agents_defaults_and_the_protocol_agents_keep_their_variance():
-    from banditkit.agents import make_agent, scales
+    from banditkit.agents import make_agent
+    from banditkit.agents.factory import NOISE_GRID
     from benchmarks import agents as A
 
     env = headline.make_env("Shuttle", 50)
     for name, spec in headline.AGENTS.items():
-        got = headline.agent_set()[name](env)
-        assert got.likelihood == make_agent(spec, env).likelihood, name
-    assert headline.agent_set()["hilofi_ts"](env).likelihood.obs_noise == pytest.approx(scales.default_obs_noise(env))
+        got, want = headline.agent_set()[name](env), make_agent(spec, env)
+        assert got.likelihood == want.likelihood and dict(got.posterior.hyper) == dict(want.posterior.hyper), name
+        assert got.auto_scale, name  # nothing read from the env's expected rewards (issue 69)
+    assert headline.agent_set()["hilofi_ts"](env).posterior.hyper["obs_noises"] == NOISE_GRID
     assert A.agent_factory("hilofi-thompson")(env).likelihood.obs_noise == A.PROTOCOL_OBS_NOISE
 
 

@@ -24,7 +24,7 @@ class PlainEnv(gymnasium.Env):
         self.max_steps, self.noise = max_steps, noise
 
     def __getattr__(self, name):  # num_actions, default_model, ... as the wrapped env's; never its functional form
-        if name == "functional" or name.startswith("_") or name == "inner":
+        if name in ("functional", "stream", "oracle") or name.startswith("_") or name == "inner":
             raise AttributeError(name)
         return getattr(self.inner, name)
 

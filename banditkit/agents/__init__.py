@@ -6,7 +6,6 @@ string with the environment's default reward model.
 
 from banditkit.agents.bandit import AgentState, BanditAgent, WarmupBuffer, selected_output
 from banditkit.agents.factory import DEFAULT_HYPER, default_model, make_agent, parse_spec
-from banditkit.agents.scales import reward_scale
 
 __all__ = [
     "BanditAgent",
@@ -17,5 +16,4 @@ __all__ = [
     "parse_spec",
     "default_model",
     "DEFAULT_HYPER",
-    "reward_scale",
 ]

@@ -70,6 +70,11 @@ class AgentState(NamedTuple):
     posterior: Any  # the posterior backend's state
     step: Array  # int32: rounds observed so far
     warmup: Any  # WarmupBuffer for a backend with refit and τ > 0, else ()
+    scale: Any = ()  # reward_scale="auto": the reward scale learned so far, max |r| over observed rewards; else ()
+
+
+#: ``reward_scale`` value that learns the scale from the rewards the agent observes (:meth:`BanditAgent.scale_of`)
+AUTO = "auto"
 
 
 def selected_output(model_apply: Callable) -> Callable:
@@ -148,7 +153,22 @@ class BanditAgent:
         Gaussian filter backends (``adaptive_noise.SUPPORTED``) given by name or factory.
       num_actions: K for a multi-output model (default: the model's output size, found at ``init``).
       reward_scale: rewards are observed as ``r / reward_scale`` (scores are in those units; the argmax is
-        unchanged), so one set of default hyper-parameters fits rewards of any magnitude.
+        unchanged), so one set of default hyper-parameters fits rewards of any magnitude.  ``"auto"`` learns it from
+        the stream: the state carries ``s_t = max_{τ ≤ t} |r_τ|`` over the rewards observed so far and round ``t``
+        is observed as ``r_t / s_t`` (1 before any non-zero reward) — the largest reward seen is 1 in observed
+        units, as ``make_agent``'s defaults expect, without knowing the reward's range in advance.
+      rescale: with ``reward_scale="auto"``, what happens to a posterior that declares ``rescale`` (HiLoFi, linear)
+        when the scale grows from ``s`` to ``s'``: ``"mean"`` (default) multiplies its mean outputs by ``s / s'`` so
+        what it learned keeps its meaning in reward units and leaves its covariance (its uncertainty relative to the
+        new range); ``"exact"`` also shrinks the covariance by ``(s / s')²`` (the posterior of the rescaled model:
+        after a rare large reward the agent then trusts what it learned at the old scale too much —
+        ``benchmarks/studies/honest_defaults``); ``None`` leaves the posterior as it is.
+      head_prior: ``"unit"``: the prior variance of the model's head (HiLoFi's ``init_cov_last``) is set at
+        :meth:`init` from the context it is given, the first one the agent sees:
+        ``σ_ℓ² = 1 / (‖φ(x_0)‖² + 1)`` with ``φ`` the head's input at the initial weights, so that a head-prior draw
+        moves an output by about 1, the largest observed reward (:mod:`banditkit.agents.priors`, *Unit head*).
+        Needs a model with ``return_features`` and a backend whose ``init`` takes ``init_cov_last``; ``None``: the
+        backend's own.
       affine_head: the model's outputs are affine in the posterior's last layer (a ``Dense`` head with nothing after
         it), so a Thompson draw may draw the K outputs given the other parameters' draw (the posterior's
         ``sample_outputs``, when it declares one: HiLoFi / LoLoFi) instead of drawing every parameter — the same law,
@@ -172,15 +192,22 @@ class BanditAgent:
         obs_noise: float = 0.1,
         adaptive_noise: bool | dict = False,
         num_actions: int | None = None,
-        reward_scale: float = 1.0,
+        reward_scale: float | str = 1.0,
         affine_head: bool | None = None,
+        head_prior: str | None = None,
+        rescale: str | None = "mean",
     ):
         if not (hasattr(model, "init") and hasattr(model, "apply")):
             raise TypeError(
                 f"model must be a Flax module (or have init(key, x) and apply(params, x)), got {type(model).__name__}"
             )
-        if not reward_scale > 0:
-            raise ValueError(f"reward_scale must be > 0, got {reward_scale!r}")
+        if reward_scale != AUTO and not (isinstance(reward_scale, (int, float, np.number)) and reward_scale > 0):
+            raise ValueError(f"reward_scale must be a number > 0 or 'auto' (learned from the rewards observed), got "
+                             f"{reward_scale!r}")
+        if rescale not in (None, "mean", "exact"):
+            raise ValueError(f"rescale must be 'mean', 'exact' or None, got {rescale!r}")
+        if head_prior not in (None, "unit"):
+            raise ValueError(f"head_prior must be None or 'unit', got {head_prior!r}")
         if warmup_steps < 0:
             raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps}")
         if subspace_basis is not None and subspace_basis not in ("svd", "random"):
@@ -194,7 +221,10 @@ class BanditAgent:
         self.subspace_dim, self.subspace_basis = subspace_dim, subspace_basis
         self.sgd_kwargs = None if sgd_kwargs is None else dict(sgd_kwargs)
         self.num_actions = num_actions
-        self.reward_scale = float(reward_scale)
+        self.auto_scale = reward_scale == AUTO
+        self.reward_scale = 1.0 if self.auto_scale else float(reward_scale)
+        self.head_prior = head_prior
+        self.rescale = rescale
         self.apply_fn = model.apply if self.per_arm else selected_output(model.apply)
         kwargs = dict(posterior_kwargs or {})
         deprecated = {k: v for k, v in (("subspace_dim", subspace_dim), ("subspace_basis", subspace_basis),
@@ -310,8 +340,11 @@ class BanditAgent:
             elif self.num_actions != out.shape[0]:
                 raise ValueError(f"num_actions={self.num_actions} but the model returns {out.shape[0]} outputs")
         x0 = self._observation(example_context, jnp.int32(0))
-        post_state = self.posterior.init(params, example_x=x0)
         dtype = jnp.result_type(*jax.tree_util.tree_leaves(params))
+        overrides = {}
+        if self.head_prior == "unit":
+            overrides["init_cov_last"] = self._unit_head_variance(params, example_context)
+        post_state = self.posterior.init(params, example_x=x0, **overrides)
         if self.warmup_steps == 0:  # no warm-up to fit: the backend's data-free reset (if it has one)
             post_state = reset_posterior(self.posterior, k_basis, post_state, x0, jnp.zeros((1,), dtype))
         warm: Any = ()
@@ -319,7 +352,26 @@ class BanditAgent:
             tau = self.warmup_steps
             ctx = jax.tree_util.tree_map(lambda c: jnp.zeros((tau, *jnp.shape(c)), jnp.result_type(c)), example_context)
             warm = WarmupBuffer(ctx, jnp.zeros((tau,), jnp.int32), jnp.zeros((tau,), dtype))
-        return AgentState(post_state, jnp.zeros((), jnp.int32), warm)
+        scale = jnp.zeros((), dtype) if self.auto_scale else ()
+        return AgentState(post_state, jnp.zeros((), jnp.int32), warm, scale)
+
+    def _unit_head_variance(self, params, context) -> Array:
+        """``1 / (‖φ(context)‖² + 1)`` at ``params`` (the ``head_prior="unit"`` rule, traceable)."""
+        if self.per_arm:
+            raise ValueError("head_prior='unit' applies to a multi-output model (one context, K outputs)")
+        try:
+            phi = self.model.apply(params, context, return_features=True)
+        except TypeError as e:
+            raise ValueError(f"head_prior='unit' needs a model whose apply takes return_features=True (the "
+                             f"banditkit.models nets); {type(self.model).__name__} does not") from e
+        return 1.0 / (jnp.sum(jnp.square(phi)) + 1.0)
+
+    def scale_of(self, state: AgentState) -> Array:
+        """The reward scale of ``state``: ``r`` is observed as ``r / scale`` (the learned one with
+        ``reward_scale="auto"``, 1 before any non-zero reward)."""
+        if self.auto_scale:
+            return jnp.where(state.scale > 0, state.scale, jnp.ones_like(state.scale))
+        return jnp.asarray(self.reward_scale)
 
     # ---------------------------------------------------------------------------------------------------------
     def candidates(self, posterior: Posterior, context):
@@ -462,7 +514,14 @@ class BanditAgent:
     def _observe(self, state: AgentState, context, action: Array, reward: Array) -> AgentState:
         post = self.posterior
         dtype = jnp.result_type(*jax.tree_util.tree_leaves(state.posterior))
-        y = as_obs(reward, dtype) / jnp.asarray(self.reward_scale, dtype)
+        scale = state.scale
+        if self.auto_scale:  # the largest |reward| observed so far, this one included
+            scale = jnp.maximum(state.scale, jnp.max(jnp.abs(as_obs(reward, dtype))))
+            if self.rescale is not None and post.rescale is not None:  # what was learned, in reward units
+                ratio = jnp.where(state.scale > 0, state.scale / jnp.where(scale > 0, scale, 1), 1)
+                state = state._replace(posterior=post.rescale(state.posterior, ratio, self.rescale == "exact"))
+            state = state._replace(scale=scale)
+        y = as_obs(reward, dtype) / self.scale_of(state).astype(dtype)
         x = self._observation(context, action)
         new = post.predict(post.update(state.posterior, x, y))
         warm = state.warmup
@@ -474,7 +533,7 @@ class BanditAgent:
             ctx = jax.tree_util.tree_map(put, buf.contexts, context)
             warm = buf._replace(contexts=ctx, actions=put(buf.actions, action), rewards=put(buf.rewards, y[0]))
             new = jax.tree_util.tree_map(lambda a, b: jnp.where(in_warmup, a, b), state.posterior, new)
-        return AgentState(new, state.step + 1, warm)
+        return AgentState(new, state.step + 1, warm, scale)
 
     def observe(self, state: AgentState, context, action, reward) -> AgentState:
         """Update the belief with the reward of the pulled arm (then the time update ``predict``)."""
@@ -584,7 +643,7 @@ class BanditAgent:
                 )
             arms = jnp.arange(k, dtype=jnp.int32)
             xs = jax.vmap(lambda c: jax.vmap(lambda a: self._observation(c, a))(arms))(buf.contexts)  # (τ, K, ...)
-            scale = jnp.asarray(self.reward_scale, buf.rewards.dtype)
+            scale = self.scale_of(state).astype(buf.rewards.dtype)
             ys = (jnp.asarray(targets, buf.rewards.dtype) / scale)[..., None]
             weights = jnp.full((tau, k), 1.0 / k, ys.dtype)  # the mean over the K observed entries
         pstate = post.refit(key, state.posterior, xs, ys, weights)
@@ -595,4 +654,4 @@ class BanditAgent:
             return post.predict(post.update(ps, x, buf.rewards[i][None])), None
 
         pstate, _ = jax.lax.scan(step, pstate, jnp.arange(tau))
-        return AgentState(pstate, state.step, buf)
+        return AgentState(pstate, state.step, buf, state.scale)

@@ -8,7 +8,10 @@ Spec grammar (case-insensitive; ``-`` separates the two parts, ``_`` or ``-`` in
     "hilofi-thompson-adaptive_noise"  -> learns its Gaussian observation variance online
                                          (make_agent(..., adaptive_noise=True); Gaussian filter backends only)
 
-The reward model comes from ``env.unwrapped.default_model``:
+Nothing about the environment's rewards is read (``../shared/API.md`` §14): the agent learns the reward's scale from
+the rewards it observes, HiLoFi finds its observation variance from the data by the evidence of a few members and its
+head prior from the first context it sees.  The reward model comes from ``env.unwrapped.default_model`` (``"mlp"``
+when the env does not say):
 
 ======================  ===========================================================================
 ``"lenet5"``            ``LeNet5(out=K)`` (images), multi-output
@@ -30,13 +33,14 @@ data: ``subspace_ekf``) gets ``warmup_steps = WARMUP_PER_ARM · K`` round-robin 
 
 from __future__ import annotations
 
-from banditkit.agents import priors as _priors
-from banditkit.agents import scales as _scales
-from banditkit.agents.bandit import BanditAgent, accepts_keyword, backends
+import gymnasium as gym
+
+from banditkit.agents.bandit import AUTO, BanditAgent, accepts_keyword, backends
 from banditkit.likelihoods import Gaussian
 from banditkit.models import MLP, EmbeddingMLP, LeNet5
 from banditkit.policies import rules as _rules
 from banditkit.posteriors import noise as _noise
+from banditkit.posteriors.mixture import noise_mixture
 
 # Defaults for bandit runs (filtered by each factory's signature, so a missing keyword is never passed).
 DEFAULT_HYPER: dict[str, dict] = {
@@ -44,9 +48,9 @@ DEFAULT_HYPER: dict[str, dict] = {
     "diag_ekf": dict(init_cov=0.01),
     "linear": dict(init_cov=1.0, noise="nig"),
     "lofi": dict(rank=10, init_cov=0.01),
-    # init_cov_last: the fallback; on the default multi-output model make_agent sets it from the env's contexts,
-    # 1 / E[‖φ(x)‖² + 1] (banditkit.agents.priors.unit_head_prior: the head's prior moves an output by about the
-    # largest expected reward; benchmarks/studies/hilofi_gap)
+    # init_cov_last: the constant for a user's model; on the default multi-output model the agent sets it at init
+    # from the first context it sees, 1 / (‖φ(x_0)‖² + 1) (BanditAgent(head_prior="unit"): a head-prior draw moves an
+    # output by about the largest reward; benchmarks/studies/hilofi_gap, honest_defaults)
     "hilofi": dict(rank=10, init_cov_hidden=0.01, init_cov_last=1.0),
     # q = 1e-4: with q = 0 a low-rank factor never leaves its initial random rows, so LoLoFi's and LRKF's weights
     # move only inside a fixed random subspace; q = 1e-4 beat q = 0 on every seed of Shuttle, Adult, Mushroom,
@@ -66,14 +70,19 @@ DEFAULT_POLICY_HYPER: dict[str, dict] = {
     "ucb": dict(beta=1.0),
 }
 POINT_ESTIMATE_POLICIES = ("epsilon_greedy", "greedy")
-#: the largest Gaussian observation variance make_agent gives a backend, in observed units ``r / reward_scale``, where
-#: it differs from :func:`banditkit.agents.scales.default_obs_noise`'s cap: ``R = min(R_rule, cap)``.  LoFi: 10⁻³, a
-#: tempering of its predictive spread, not a noise estimate — LoFi keeps an observation's information that does not
-#: fit its rank-``L`` factor only through the diagonal of its precision, which forgets the correlations that make a
-#: dense direction certain, so its Thompson draws stay wide where the data have pinned the function down (Mushroom,
-#: rounds 2000–5000: draw s.d. 0.21 against linear-TS's 0.022; ``benchmarks/studies/lofi_prior``).  Pre-registered
-#: and accepted at 20 seeds, paired against ``R_rule`` on six environments (``benchmarks/studies/lofi_noise``).  HiLoFi
-#: and LRKF keep ``R_rule`` (at 10⁻³ both collapsed on Mushroom, ``benchmarks/studies/default_noise``).
+#: The Gaussian observation variance of the filter backends, in observed units ``r / s`` (``s`` the reward scale the
+#: agent learns from the rewards it observes, ``BanditAgent(reward_scale="auto")``).  Nothing about the environment
+#: is read: a backend in :data:`NOISE_MIXTURE_BACKENDS` runs one member per variance of :data:`NOISE_GRID`, weighted
+#: by each member's one-step predictive evidence (:func:`banditkit.posteriors.mixture.noise_mixture`: the data pick
+#: the variance); another takes :data:`OBS_NOISE` capped by :data:`MAX_OBS_NOISE`.  Pre-registered and measured
+#: against the old oracle-read rule in ``benchmarks/studies/honest_defaults``.
+NOISE_GRID: tuple[float, ...] = (1e-3, 1e-2, 1e-1)
+NOISE_MIXTURE_BACKENDS = ("hilofi",)
+NOISE_DISCOUNT = 1.0
+OBS_NOISE = 0.1
+#: LoFi: 10⁻³, a tempering of its predictive spread, not a noise estimate — LoFi keeps an observation's information
+#: that does not fit its rank-``L`` factor only through the diagonal of its precision, so its Thompson draws stay wide
+#: where the data have pinned the function down (``benchmarks/studies/lofi_prior``, ``lofi_noise``).
 MAX_OBS_NOISE: dict[str, float] = {"lofi": 1e-3}
 #: warm-up rounds per arm for a backend that declares ``refit`` (a fit to warm-up data: the subspace EKF), unless
 #: ``warmup_steps=`` is given.  20 (was 10): a study with its adoption rule stated in advance
@@ -141,10 +150,23 @@ def parse_spec(spec: str) -> tuple[str, str]:
     )
 
 
+def _num_actions(u) -> int:
+    """K from the env's ``num_actions``, else its ``Discrete`` action space (a plain Gymnasium env)."""
+    k = getattr(u, "num_actions", None)
+    if k is None:
+        space = getattr(u, "action_space", None)
+        if not isinstance(space, gym.spaces.Discrete):
+            raise TypeError(f"make_agent needs a bandit env with a Discrete action space (or num_actions), got "
+                            f"{type(u).__name__} with action_space {space!r}")
+        k = int(space.n)
+    return int(k)
+
+
 def default_model(env, posterior: str = ""):
-    """``(model, per_arm)``: the reward model for ``env`` (see the module docstring)."""
+    """``(model, per_arm)``: the reward model for ``env`` (see the module docstring).  Reads only the env's
+    structure: the arm count, ``per_arm_features``, ``default_model`` (``"mlp"`` when absent) and ``num_items``."""
     u = getattr(env, "unwrapped", env)
-    k = int(u.num_actions)
+    k = _num_actions(u)
     per_arm = bool(getattr(u, "per_arm_features", False))
     kind = getattr(u, "default_model", "mlp")
     out = 1 if per_arm else k
@@ -184,20 +206,21 @@ def make_agent(
     Args:
       spec: ``"POSTERIOR-POLICY"``, optionally ending in ``-adaptive_noise`` (the same as passing
         ``adaptive_noise=True``); unknown names raise ``ValueError`` listing the valid ones.
-      env: a Gymnasium env (or its ``unwrapped``) exposing ``num_actions``, ``per_arm_features``,
-        ``default_model`` and optionally ``reward_scale`` (else estimated:
-        :func:`banditkit.agents.scales.reward_scale`).
+      env: a Gymnasium env (or its ``unwrapped``): only its structure is read — the arm count (``num_actions`` or a
+        ``Discrete`` action space), ``per_arm_features``, ``default_model``, ``num_items``.  Never its rewards, expected
+        rewards or contexts: the agent is the same for a shipped env and for an oracle-free twin with the same spaces.
       model: override the default reward model (its head covariance stays one dense block: pass
         ``posterior_kwargs=dict(arms=K)`` to keep one block per arm when the head is a ``K``-output ``Dense``).
       posterior_kwargs / policy_kwargs: override :data:`DEFAULT_HYPER` / the policy's defaults.  HiLoFi's head prior
-        ``init_cov_last``, unless given, is :func:`banditkit.agents.priors.unit_head_prior` on the default
-        multi-output model (``1 / E[‖φ(x)‖² + 1]`` over the env's first contexts; the constant without them).
+        ``init_cov_last``, unless given, is set by the agent at ``init`` from the first context it sees on the default
+        multi-output model (``1 / (‖φ(x_0)‖² + 1)``, ``BanditAgent(head_prior="unit")``).
       agent_class: a :class:`BanditAgent` subclass to build instead (same constructor).
-      agent_kwargs: passed to :class:`BanditAgent` (``likelihood``, ``obs_noise``, ``warmup_steps``, ...).
-        Without ``obs_noise`` or ``likelihood`` the Gaussian observation variance comes from the env's own rewards:
-        :func:`banditkit.agents.scales.default_obs_noise` (``R = min(ν + 0.1 v, 0.1)``: the reward's noise plus a
-        tenth of the expected reward's per-arm variance, in observed units), capped per backend by
-        :data:`MAX_OBS_NOISE` (LoFi: 10⁻³); a learned variance (``adaptive_noise``) starts at BanditAgent's 0.1.
+      agent_kwargs: passed to :class:`BanditAgent` (``likelihood``, ``obs_noise``, ``reward_scale``,
+        ``warmup_steps``, ...).  With a Gaussian likelihood the reward scale is learned from the rewards observed
+        (``reward_scale="auto"``: ``r / max |r|`` so far) unless ``reward_scale=`` is given; without ``obs_noise`` or
+        ``likelihood`` the observation variance is found from the data — HiLoFi mixes one member per variance of
+        :data:`NOISE_GRID` by their predictive evidence — or is :data:`OBS_NOISE` capped by :data:`MAX_OBS_NOISE`
+        (LoFi: 10⁻³); a learned variance (``adaptive_noise``) starts at BanditAgent's 0.1.
     """
     post_name, pol_name = parse_spec(spec)
     if split_noise_suffix(spec)[1]:
@@ -211,42 +234,46 @@ def make_agent(
             "this is a Bayesian-optimisation env (continuous actions): use bk.BayesOpt or bk.bo.optimize with "
             f"surrogate={post_name!r}, not a BanditAgent"
         )
-    if not hasattr(u, "num_actions"):
-        raise TypeError(f"make_agent needs a banditkit environment (with num_actions), got {type(u).__name__}")
+    k = _num_actions(u)
     default, per_arm = default_model(u, post_name)
     factory = backends()[post_name]
     hyper = _filtered(factory, DEFAULT_HYPER.get(post_name, {}))
     hyper.update(posterior_kwargs or {})
+    head_prior = None
     if post_name == "hilofi" and model is None and not per_arm and "init_cov_last" not in (posterior_kwargs or {}):
-        unit = _priors.unit_head_prior(u, default)  # None without a functional form: the constant stays
-        if unit is not None:
-            hyper["init_cov_last"] = unit
+        head_prior = "unit"  # set at init from the first context the agent sees (BanditAgent(head_prior="unit"))
     if (post_name in ARM_BLOCK_BACKENDS and model is None and not per_arm and "arms" not in (posterior_kwargs or {})
             and hyper.get("rank_last") is None):
-        hyper["arms"] = int(u.num_actions)  # the default K-output head's covariance kept as K per-arm blocks
+        hyper["arms"] = k  # the default K-output head's covariance kept as K per-arm blocks
     if pol_name == "thompson_predictive":
         policy = _rules.thompson(variant="predictive")
     else:
         pkw = dict(DEFAULT_POLICY_HYPER.get(pol_name, {}))
         pkw.update(policy_kwargs or {})
         policy = _rules.POLICIES[pol_name](**pkw)
-    kwargs = dict(per_arm=per_arm)
+    kwargs: dict = dict(per_arm=per_arm)
+    if head_prior is not None and "head_prior" not in agent_kwargs:
+        kwargs["head_prior"] = head_prior
     lik = agent_kwargs.get("likelihood")
     if lik is None or isinstance(lik, Gaussian):  # Bernoulli/Categorical observations stay in {0, 1}
-        # the scale and the Gaussian variance from one read of the env's own rewards (banditkit.agents.scales); a
-        # learned variance keeps BanditAgent's start, which lies above the misfit it comes down from (posteriors.noise)
-        scale, obs_noise = _scales.units(u, agent_kwargs.get("reward_scale"))
-        kwargs["reward_scale"] = scale
-        if lik is None and "obs_noise" not in agent_kwargs and not agent_kwargs.get("adaptive_noise"):
-            kwargs["obs_noise"] = min(obs_noise, MAX_OBS_NOISE.get(post_name, obs_noise))
+        # the scale learned from the rewards the agent observes; the Gaussian variance from the data by evidence
+        # (a noise mixture) or the constant (NOISE_GRID, OBS_NOISE); a learned variance keeps BanditAgent's start
+        kwargs["reward_scale"] = AUTO
+        fixed = lik is not None or "obs_noise" in agent_kwargs or agent_kwargs.get("adaptive_noise")
+        if not fixed and post_name in NOISE_MIXTURE_BACKENDS:
+            factory = noise_mixture(factory, NOISE_GRID, NOISE_DISCOUNT)
+        elif not fixed:
+            kwargs["obs_noise"] = min(OBS_NOISE, MAX_OBS_NOISE.get(post_name, OBS_NOISE))
     kwargs.update(agent_kwargs)
     cls = BanditAgent if agent_class is None else agent_class
     if not (isinstance(cls, type) and issubclass(cls, BanditAgent)):
         raise TypeError(f"agent_class must be a BanditAgent subclass, got {cls!r}")
-    agent = cls(model if model is not None else default, factory, policy, posterior_kwargs=hyper, **kwargs)
+    # the default model has K outputs; a user's model says how many it has (found at init)
+    agent = cls(model if model is not None else default, factory, policy, posterior_kwargs=hyper,
+                num_actions=None if per_arm or model is not None else k, **kwargs)
     if "warmup_steps" not in agent_kwargs and agent.posterior.refit is not None:
         # a backend that refits to warm-up data (the subspace EKF) gets 20 round-robin rounds per arm to refit to
-        agent.warmup_steps = WARMUP_PER_ARM * int(u.num_actions)
+        agent.warmup_steps = WARMUP_PER_ARM * k
     agent.spec = spec
     if not kwargs.get("adaptive_noise"):  # a wrapped backend keeps the wrapper's name, adaptive_noise(NAME)
         agent.posterior_name = post_name

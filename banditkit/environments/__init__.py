@@ -24,8 +24,12 @@ id                             class                        kwargs (besides ``ma
 =============================  ===========================  =========================================================
 
 Bandit envs (``task == "bandit"``): ``Discrete(K)`` actions, ``info`` with ``expected_rewards (K,)``,
-``expected_reward``, ``optimal_reward``, ``optimal_action``, ``regret``; ``env.unwrapped.functional(seed, steps)``
-gives the same episode as a :class:`FunctionalBandit` for compiled runs (:func:`step`, :func:`observation`).
+``expected_reward``, ``optimal_reward``, ``optimal_action``, ``regret``; ``env.unwrapped.stream(seed, steps)`` gives
+what a compiled loop plays (a :class:`BanditStream`: contexts and realised rewards), ``oracle(seed, steps)`` the
+expected rewards that only regret reads, and ``functional(seed, steps)`` both as a :class:`FunctionalBandit`
+(:func:`step`, :func:`observation`).  A user's own problem: :func:`from_arrays` (contexts and every arm's reward,
+replayed one stream per seed) or :class:`ClassificationBandit` ``(X, y)``; any Gymnasium env with a ``Discrete``
+action space runs in the Gymnasium loop.
 ``env.unwrapped.num_actions``, ``per_arm_features`` (KuaiRec: observation ``(K, F)``) and ``default_model``
 (``"lenet5"``, ``"mlp"``, ``"embedding_mlp"``; BO envs ``"bo_mlp"``, ``task == "bo"``) guide agent construction.
 """
@@ -33,6 +37,7 @@ gives the same episode as a :class:`FunctionalBandit` for compiled runs (:func:`
 from __future__ import annotations
 
 from banditkit.environments import bo_functions
+from banditkit.environments.arrays import ArrayBandit, from_arrays
 from banditkit.environments.base import Episode, SyntheticDataWarning, TableBandit
 from banditkit.environments.bo import AckleyEnv, BOEnv, BraninEnv, DrawNNEnv, Hartmann6Env
 from banditkit.environments.bo_functions import FUNCTIONS, BOFunction, make_function
@@ -45,7 +50,7 @@ from banditkit.environments.classification import (
     MNISTBandit,
     ShuttleBandit,
 )
-from banditkit.environments.functional import FunctionalBandit, observation, step
+from banditkit.environments.functional import BanditStream, FunctionalBandit, observation, step
 from banditkit.environments.kuairec import KuaiRecBandit
 from banditkit.environments.movielens import MovieLensBandit
 from banditkit.environments.showdown import FinancialBandit, JesterBandit, MushroomBandit, WheelBandit
@@ -54,6 +59,9 @@ from banditkit.gym_ids import ENV_IDS, register_all  # the ids and their registr
 register_all()
 
 __all__ = [
+    "ArrayBandit",
+    "BanditStream",
+    "from_arrays",
     "ENV_IDS",
     "FUNCTIONS",
     "SyntheticDataWarning",

@@ -8,8 +8,11 @@ A subclass implements ``_episode(seed, steps) -> Episode`` (NumPy arrays: contex
   ``self.np_random``) and returns ``contexts[index[0]]``;
 * ``step(a)`` returns ``(next observation, rewards[t, a], False, t + 1 == max_steps, info)`` with
   ``info = {expected_rewards (K,), expected_reward, optimal_reward, optimal_action, regret, round}``;
-* ``functional(seed, steps)`` returns the same table as a :class:`~banditkit.environments.functional.FunctionalBandit`
-  of JAX arrays, so compiled and Gymnasium runs of one agent give the same numbers.
+* ``stream(seed, steps)`` returns what a loop plays (contexts, index, realised rewards) as a
+  :class:`~banditkit.environments.functional.BanditStream` of JAX arrays, and ``oracle(seed, steps)`` the expected
+  rewards ``(steps, K)`` that only regret is computed from; ``functional(seed, steps)`` returns both as a
+  :class:`~banditkit.environments.functional.FunctionalBandit`, so compiled and Gymnasium runs of one agent give the
+  same numbers.
 
 Streams are spawned per purpose (order, noise, ...) and every draw is made row by row, so the first ``T`` rounds
 of ``functional(seed, steps)`` do not depend on ``steps``.
@@ -28,7 +31,7 @@ from typing import Any, NamedTuple
 import gymnasium as gym
 import numpy as np
 
-from banditkit.environments.functional import FunctionalBandit
+from banditkit.environments.functional import BanditStream, FunctionalBandit
 from banditkit.validation import check_action
 
 
@@ -162,6 +165,17 @@ class TableBandit(gym.Env):
         else:
             contexts = jnp.asarray(ep.contexts)
         return FunctionalBandit(contexts, jnp.asarray(ep.index), jnp.asarray(ep.rewards), jnp.asarray(ep.expected))
+
+    def stream(self, seed: int, steps: int) -> BanditStream:
+        """What a loop plays for ``reset(seed=seed)``: the contexts and realised rewards of the first ``steps`` rounds
+        (no expected rewards: see :mod:`banditkit.environments.functional`)."""
+        return self.functional(seed, steps).stream
+
+    def oracle(self, seed: int, steps: int) -> Any:
+        """The expected reward of every arm, ``(steps, K)`` JAX array, for regret only (never an agent's input)."""
+        import jax.numpy as jnp
+
+        return jnp.asarray(self.episode(seed, steps).expected)
 
     # -- Gymnasium API ------------------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):

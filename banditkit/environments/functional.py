@@ -15,6 +15,13 @@ noise pre-drawn).  :func:`step` and :func:`observation` are pure functions of it
 gives exactly the numbers of the Gymnasium loop ``reset(seed=seed)`` + ``T`` calls of ``step`` (same tables).
 Per-arm-feature environments (KuaiRec) have ``contexts (N, K, F)``; the observation is then the ``(K, F)`` matrix
 of arm features.
+
+**Play and evaluation are two interfaces.**  An agent's loop needs only what a deployed agent sees: the contexts and
+the reward of the arm it chose — a :class:`BanditStream` (``env.unwrapped.stream(seed, steps)``).  The expected
+reward of every arm (``env.unwrapped.oracle(seed, steps)``, ``(steps, K)``) is the simulator's answer: only regret is
+computed from it, after the agent has chosen, and nothing on the agent's side (``make_agent``, the agents, the
+policies, the serving agent) ever reads it.  :class:`FunctionalBandit` is the two together
+(``FunctionalBandit.stream`` gives the play part back).
 """
 
 from __future__ import annotations
@@ -23,6 +30,20 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 from jax import Array
+
+
+class BanditStream(NamedTuple):
+    """What a bandit loop plays: the contexts shown and every arm's realised reward, of which the loop hands the
+    agent only the chosen arm's.
+
+    contexts: ``(N, *obs_shape)`` float32 pool of contexts (``N`` may be < steps; rows are indexed).
+    index:    ``(steps,)`` int32: ``contexts[index[t]]`` is the observation at round ``t``.
+    rewards:  ``(steps, K)`` float32: realised reward of each arm at round ``t`` (noise pre-drawn).
+    """
+
+    contexts: Array
+    index: Array
+    rewards: Array
 
 
 class FunctionalBandit(NamedTuple):
@@ -39,8 +60,13 @@ class FunctionalBandit(NamedTuple):
     rewards: Array
     expected: Array
 
+    @property
+    def stream(self) -> BanditStream:
+        """The play part (contexts, index, rewards), without the expected rewards."""
+        return BanditStream(self.contexts, self.index, self.rewards)
 
-def observation(fb: FunctionalBandit, t: Array | int) -> Array:
+
+def observation(fb: FunctionalBandit | BanditStream, t: Array | int) -> Array:
     """The context shown at round ``t``: ``contexts[index[t]]``."""
     return fb.contexts[fb.index[t]]
 
@@ -54,6 +80,6 @@ def step(fb: FunctionalBandit, t: Array | int, action: Array | int) -> tuple[Arr
     return fb.rewards[t, action], exp_t[action], jnp.max(exp_t)
 
 
-def num_steps(fb: FunctionalBandit) -> int:
+def num_steps(fb: FunctionalBandit | BanditStream) -> int:
     """Number of rounds in the episode."""
     return int(fb.index.shape[0])

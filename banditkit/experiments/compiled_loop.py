@@ -1,6 +1,7 @@
-"""The compiled loop of :func:`banditkit.run` (``compiled=True``; needs ``env.unwrapped.functional(seed, steps)``)::
+"""The compiled loop of :func:`banditkit.run` (``compiled=True``; needs ``env.unwrapped.stream(seed, steps)``)::
 
-    per seed s:  fb_s = env.unwrapped.functional(s, steps)     # contexts, index, rewards (pre-drawn), expected
+    per seed s:  fb_s = env.unwrapped.stream(s, steps)         # contexts, index, rewards (pre-drawn)
+                 e_s = env.unwrapped.oracle(s, steps)          # expected rewards: regret only, NaN without an oracle
                  k_init, k_act = split(PRNGKey(s));  state = agent.init(k_init, fb_s.contexts[fb_s.index[0]])
     round t:     key_t = fold_in(k_act, t);  x_t = contexts[index[t]]
                  a_t, state = act(key_t, state, x_t);  r_t = rewards[t, a_t];  state = observe(state, x_t, a_t, r_t)
@@ -62,6 +63,39 @@ def _shardings(n_seeds: int):
 
 
 
+def has_play_stream(u) -> bool:
+    """Whether ``u`` can be played by the compiled loop (``stream(seed, steps)`` or the older ``functional``)."""
+    return hasattr(u, "stream") or hasattr(u, "functional")
+
+
+def play_stream(u, seed: int, steps: int):
+    """``u.stream(seed, steps)`` (contexts, index, rewards), or the play part of ``u.functional`` for an env written
+    before the split (:mod:`banditkit.environments.functional`)."""
+    if hasattr(u, "stream"):
+        return u.stream(seed, steps)
+    fb = u.functional(seed, steps)
+    return fb.stream if hasattr(fb, "stream") else fb
+
+
+def has_oracle(u) -> bool:
+    """Whether the env offers expected rewards for regret: ``has_oracle`` when it says, else an ``oracle`` or
+    ``functional`` method."""
+    declared = getattr(u, "has_oracle", None)
+    if declared is not None:
+        return bool(declared)
+    return hasattr(u, "oracle") or hasattr(u, "functional")
+
+
+def expected_rewards(u, seed: int, steps: int, shape) -> np.ndarray:
+    """The expected rewards ``(steps, K)`` of ``u`` for regret (``oracle``, else ``functional(...).expected``), or NaN
+    of ``shape`` when the env has none (:func:`has_oracle`)."""
+    if not has_oracle(u):
+        return np.full(shape, np.nan, np.float32)
+    if hasattr(u, "oracle"):
+        return np.asarray(u.oracle(seed, steps))
+    return np.asarray(u.functional(seed, steps).expected)
+
+
 def seed_inputs(u, seeds: Sequence[int], steps: int, total: int, rows: Sequence[int]) -> tuple[dict, np.ndarray, bool]:
     """Host arrays of the compiled loop, one row per lane: lane ``i`` runs seed ``seeds[rows[i]]`` (a seed may fill
     several lanes: padding lanes, or :func:`banditkit.sweep`'s configurations).
@@ -71,25 +105,27 @@ def seed_inputs(u, seeds: Sequence[int], steps: int, total: int, rows: Sequence[
     ``steps`` to ``total`` by repeating the last round; ``contexts`` is the env's pool ``(N, ...)`` when every seed
     shares it (``shared``), else the per-seed pools zero-padded to a common size, ``(L, N_max, ...)``.
     """
-    fbs = [u.functional(s, steps) for s in seeds]
-    for s, fb in zip(seeds, fbs, strict=True):
+    plays = [play_stream(u, s, steps) for s in seeds]  # what the agent plays: contexts and realised rewards
+    for s, fb in zip(seeds, plays, strict=True):
         if np.shape(fb.index)[0] < steps or np.shape(fb.rewards)[0] < steps:
-            raise ValueError(f"env.functional({s}, {steps}) returned fewer than {steps} rounds")
-    shared = _same_pool([fb.contexts for fb in fbs])
+            raise ValueError(f"env.stream({s}, {steps}) returned fewer than {steps} rounds")
+    # the simulator's expected rewards, for regret only (NaN where the env has none): never an input of the agent
+    oracles = [expected_rewards(u, s, steps, np.shape(fb.rewards)) for s, fb in zip(seeds, plays, strict=True)]
+    shared = _same_pool([fb.contexts for fb in plays])
     pick = lambda xs: [xs[i] for i in rows]
 
     def per_step(a):  # pad the round axis to the end of the last segment
         a = np.asarray(a)[:steps]
         return np.concatenate([a, np.repeat(a[-1:], total - steps, axis=0)]) if total > steps else a
 
-    index = np.stack(pick([per_step(fb.index) for fb in fbs])).astype(np.int32)
-    rewards = np.stack(pick([per_step(fb.rewards) for fb in fbs])).astype(np.float32)
-    expected = np.stack(pick([per_step(fb.expected) for fb in fbs])).astype(np.float32)
+    index = np.stack(pick([per_step(fb.index) for fb in plays])).astype(np.int32)
+    rewards = np.stack(pick([per_step(fb.rewards) for fb in plays])).astype(np.float32)
+    expected = np.stack(pick([per_step(e) for e in oracles])).astype(np.float32)
     keys = np.stack(pick([np.asarray(jax.random.split(jax.random.PRNGKey(s))) for s in seeds]))
     if shared:
-        contexts = np.asarray(fbs[0].contexts)
+        contexts = np.asarray(plays[0].contexts)
     else:  # per-seed pools, zero-padded to a common size (the index never points into the padding)
-        pools = [np.asarray(fb.contexts) for fb in fbs]
+        pools = [np.asarray(fb.contexts) for fb in plays]
         size = max(p.shape[0] for p in pools)
         pools = [np.concatenate([p, np.zeros((size - p.shape[0], *p.shape[1:]), p.dtype)]) for p in pools]
         contexts = np.stack(pick(pools))

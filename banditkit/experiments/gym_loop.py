@@ -17,10 +17,22 @@ from banditkit.experiments.health import _diagnostics, _recorded_diagnostics, _w
 
 
 def _info_value(info, key, action=None):
+    """``info[key]`` as a float (``[action]`` of a per-arm array); NaN when the env does not report it (a plain
+    Gymnasium env without oracle ``info`` keys: its run reports rewards, and no regret)."""
     if key not in info:
-        raise KeyError(f"the env's info dict has no {key!r}; banditkit envs report expected_rewards/optimal_reward")
-    v = np.asarray(info[key])
+        return float("nan")
+    v = np.asarray(info[key], np.float64)
     return float(v[action]) if action is not None else float(v)
+
+
+def _oracle_values(info, action: int) -> tuple[float, float]:
+    """``(expected reward of action, optimal expected reward)`` from a step's ``info`` for regret: banditkit envs
+    report ``expected_rewards (K,)``; an env may instead give ``expected_reward`` and ``optimal_reward``; NaN for
+    whatever the env does not report."""
+    if "expected_rewards" in info:
+        expected = np.asarray(info["expected_rewards"], np.float64)
+        return float(expected[action]), float(info.get("optimal_reward", np.max(expected)))
+    return _info_value(info, "expected_reward"), _info_value(info, "optimal_reward")
 
 
 
@@ -70,11 +82,11 @@ def _run_gym(agent, env, name, seeds, steps, chunk, progress, sink, checkpoint, 
                 else:
                     pg.run_s += dt
                     pg.timed_steps += 1
-                expected = np.asarray(info["expected_rewards"], np.float64)
+                exp_a, opt = _oracle_values(info, a)  # for regret only, after the agent has observed
                 rows["a"].append(a)
                 rows["r"].append(float(reward))
-                rows["e"].append(float(expected[a]))
-                rows["o"].append(_info_value(info, "optimal_reward"))
+                rows["e"].append(exp_a)
+                rows["o"].append(opt)
                 if record:
                     rows["rec"].append(jax.device_get(recorded(state)))
                 pg.actions.append(a)

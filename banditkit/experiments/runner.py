@@ -1,8 +1,9 @@
 """Run agents on bandit environments over several seeds: a compiled loop and a Gymnasium loop, same numbers.
 
-Compiled loop (``compiled=True``; needs ``env.unwrapped.functional(seed, steps)``)::
+Compiled loop (``compiled=True``; needs ``env.unwrapped.stream(seed, steps)``, or the older ``functional``)::
 
-    per seed s:  fb_s = env.unwrapped.functional(s, steps)     # contexts, index, rewards (pre-drawn), expected
+    per seed s:  fb_s = env.unwrapped.stream(s, steps)         # contexts, index, rewards (pre-drawn)
+                 (regret from env.unwrapped.oracle(s, steps) after the agent has chosen; NaN without one)
                  k_init, k_act = split(PRNGKey(s));  state = agent.init(k_init, fb_s.contexts[fb_s.index[0]])
     round t:     key_t = fold_in(k_act, t);  x_t = contexts[index[t]]
                  a_t, state = act(key_t, state, x_t);  r_t = rewards[t, a_t];  state = observe(state, x_t, a_t, r_t)
@@ -66,6 +67,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -141,8 +143,9 @@ def run(
       agent: a :class:`~banditkit.agents.BanditAgent` or a spec string (``"hilofi-thompson"``).
       steps: rounds per seed.
       seeds: a count ``n`` (seeds ``0..n-1``) or a list of integer seeds.
-      compiled: ``True``: ``lax.scan`` + ``vmap`` over seeds (needs ``env.unwrapped.functional``); ``False``: the
-        Gymnasium step loop; ``None``: compiled when the env has a functional form.
+      compiled: ``True``: ``lax.scan`` + ``vmap`` over seeds (needs ``env.unwrapped.stream`` or ``functional``);
+        ``False``: the Gymnasium step loop (any env with a ``Discrete`` action space); ``None``: compiled when the
+        env has a compiled form.
       progress: show a tqdm progress bar.
       name: the ``agent`` column (default: the spec string or ``agent.name``).
       chunk_size: rounds per compiled chunk (progress / saving granularity; default ``ceil(steps / 20)``, at
@@ -192,11 +195,14 @@ def run(
         raise ValueError("this is a Bayesian-optimisation env: use bk.bo.optimize / banditkit bo, not run()")
     agent = _make_agent(agent, env)
     label = _agent_name(agent, name)
-    has_functional = hasattr(u, "functional")
+    from banditkit.experiments.compiled_loop import has_oracle, has_play_stream
+
+    playable = has_play_stream(u)
     if compiled is None:
-        compiled = has_functional
-    if compiled and not has_functional:
-        raise ValueError(f"{type(u).__name__} has no functional form (env.unwrapped.functional); use compiled=False")
+        compiled = playable
+    if compiled and not playable:
+        raise ValueError(f"{type(u).__name__} has no compiled form (env.unwrapped.stream or functional); use "
+                         "compiled=False (the Gymnasium loop runs any env with a Discrete action space)")
     max_steps = getattr(u, "max_steps", None)
     if not compiled and isinstance(max_steps, int) and max_steps < steps:
         raise ValueError(
@@ -221,6 +227,11 @@ def run(
 
         timing["propensity"] = "exact" if is_exact(agent.policy) else f"monte-carlo ({draws} draws + the chosen one)"
     df = sink.frame()
+    regret_known = bool(np.isfinite(df["expected_reward"].to_numpy()).all()) if len(df) else True
+    if not regret_known or (compiled and not has_oracle(u)):
+        warnings.warn(f"{type(u).__name__} reports no expected rewards: the results hold the rewards the agent "
+                      "earned, and regret only where the env gives expected rewards (NaN elsewhere)", stacklevel=2)
+    df.attrs["regret"] = regret_known
     df.attrs["timing"] = {label: timing}
     df.attrs["mode"] = timing["mode"]
     return df

@@ -95,9 +95,11 @@ def predicted_rewards(agent, state, contexts, *, batch: int = DEFAULT_BATCH) -> 
 
 
 def _rewards_fn(agent):
-    scale = float(getattr(agent, "reward_scale", 1.0))
+    def scale_of(st):  # the agent's scale in this state (learned from the rewards with reward_scale="auto")
+        return agent.scale_of(st) if hasattr(agent, "scale_of") else getattr(agent, "reward_scale", 1.0)
 
     def rewards(st, xs):
+        scale = scale_of(st)
         post = agent.posterior_for(st)
         params = post.mean(st.posterior)
 

@@ -52,6 +52,7 @@ class _PosteriorFields(NamedTuple):
     refit: Callable[..., Any] | None = None
     diagnostics: Callable[[Any], dict] | None = None
     sample_outputs: Callable[..., Array] | None = None
+    rescale: Callable[[Any, Array], Any] | None = None
 
 
 class Posterior(_PosteriorFields):
@@ -84,15 +85,25 @@ class Posterior(_PosteriorFields):
         ``N(fn(h̃, μ_ℓ), J Σ_ℓ Jᵀ)`` with ``J = ∂fn/∂ℓ`` — the distribution of ``fn(sample(key, state))`` exactly when
         ``fn`` is affine in ``ℓ``.  A caller uses it only for such an ``fn``; a wrapper that replaces ``sample`` must
         replace or drop it.
+
+    One lets an agent change the units of what it observes:
+
+    ``rescale(state, c, cov=True) -> state``
+        The posterior of the model whose outputs are ``c`` times this one's, ``f̃ = c f``, exact for a model whose
+        outputs are affine in the backend's last layer with that layer's covariance kept in its own block (HiLoFi:
+        ``μ_ℓ ← c μ_ℓ``, ``Σ_ℓ ← c² Σ_ℓ``; the other layers unchanged).  ``cov=False`` moves the mean only (the
+        learned function in the new units, its uncertainty left as it was).  ``c`` may be traced.  An agent that
+        learns the reward's scale (``BanditAgent(reward_scale="auto")``) calls it with ``c = s_old / s_new`` when the
+        scale grows, so what the model has learned keeps its meaning in reward units.
     """
 
     __slots__ = ()
 
     def __new__(cls, init, predict, update, predictive, sample, mean, name="", hyper=None, refit=None,
-                diagnostics=None, sample_outputs=None):
+                diagnostics=None, sample_outputs=None, rescale=None):
         frozen = MappingProxyType(dict(hyper or {}))
         return super().__new__(cls, init, predict, update, predictive, sample, mean, name, frozen, refit,
-                               diagnostics, sample_outputs)
+                               diagnostics, sample_outputs, rescale)
 
     def _replace(self, **changes):  # keep ``hyper`` frozen when it is replaced
         return type(self)(**{**self._asdict(), **changes})

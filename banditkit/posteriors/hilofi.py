@@ -219,22 +219,30 @@ def hilofi(
     dense = rank_last is None and (last_cov == "dense" or (last_cov == "auto" and not covblocks.is_zero(q_l)))
     conditional = draw == "conditional" or (draw == "auto" and dense)
     hidden = covblocks.lowrank(rank, init_cov_hidden, q_h, forgetting, carry)
-    if rank_last is not None:
-        if arms is not None:
-            check_arms(arms, name)
-            raise ValueError("lolofi: arms applies to HiLoFi's full-rank last layer (LoLoFi's low-rank factor "
-                             "couples the arms); drop arms or rank_last")
-        last = covblocks.lowrank(rank_last, init_cov_last, q_l, forgetting, carry)
-    else:
-        form = (covblocks.dense_form if dense else covblocks.sqrt_form)(init_cov_last, q_l, forgetting, carry)
-        last = covblocks.full(form) if arms is None else covblocks.per_arm(form, arms, "hilofi")
+    if rank_last is not None and arms is not None:
+        check_arms(arms, name)
+        raise ValueError("lolofi: arms applies to HiLoFi's full-rank last layer (LoLoFi's low-rank factor "
+                         "couples the arms); drop arms or rank_last")
+
+    def last_block(prior_var):
+        """The last layer's covariance block with prior variance ``prior_var`` (a float, or a traced scalar)."""
+        if rank_last is not None:
+            return covblocks.lowrank(rank_last, prior_var, q_l, forgetting, carry)
+        form = (covblocks.dense_form if dense else covblocks.sqrt_form)(prior_var, q_l, forgetting, carry)
+        return covblocks.full(form) if arms is None else covblocks.per_arm(form, arms, "hilofi")
+
+    last = last_block(init_cov_last)
     base_key = jax.random.PRNGKey(seed) if key is None else key
 
-    def init(params, example_x=None) -> HiLoFiState:
+    def init(params, example_x=None, init_cov_last=None) -> HiLoFiState:
+        """The prior at ``params``; ``init_cov_last`` (optional, may be traced) replaces the factory's head prior
+        variance for this state (an agent that sets it from the first context it sees: ``BanditAgent(head_prior=
+        "unit")``).  It enters only the initial factor, so the other functions serve both."""
         space = ParamSpace.of(params, last_layer)
         h, ell = space.split(params)
         k_h, k_l = jax.random.split(base_key)
-        return _state(hidden.init(k_h, h, space), last.init(k_l, ell, space), space)
+        block = last if init_cov_last is None else last_block(init_cov_last)
+        return _state(hidden.init(k_h, h, space), block.init(k_l, ell, space), space)
 
     def predict(state: HiLoFiState) -> HiLoFiState:
         return _state(hidden.predict(_hidden(state)), last.predict(_last(state)), state.space)
@@ -277,6 +285,20 @@ def hilofi(
     def mean(state: HiLoFiState):
         return state.space.merge(state.mean_hidden, state.mean_last)
 
+    def rescale(state: HiLoFiState, c, cov: bool = True) -> HiLoFiState:
+        """Outputs times ``c`` (an affine head): ``μ_ℓ ← c μ_ℓ``, ``Σ_ℓ ← c² Σ_ℓ`` (``U``, ``C_ℓ`` times ``c``);
+        ``cov=False``: the mean only."""
+        c = jnp.asarray(c, state.mean_last.dtype)
+        if not cov:
+            return state._replace(mean_last=c * state.mean_last)
+        cov = state.cov_last
+        if rank_last is not None:  # LoLoFi: C_ℓ = M B, gram = diag(C_ℓ C_ℓᵀ)
+            cov = cov._replace(mix=c * cov.mix)
+        else:
+            cov = (c**2 if dense else c) * cov
+        return state._replace(mean_last=c * state.mean_last, cov_last=cov, gram_last=c**2 * state.gram_last,
+                              q_last=c**2 * state.q_last)
+
     hyper = dict(
         rank=rank,
         rank_last=rank_last,
@@ -295,7 +317,8 @@ def hilofi(
     if draw != "auto":
         hyper["draw"] = draw
     return Posterior(init, predict, update, predictive, sample, mean, name=name, hyper=hyper,
-                     sample_outputs=sample_outputs if conditional else None)
+                     sample_outputs=sample_outputs if conditional else None,
+                     rescale=rescale if last_layer == "head" else None)
 
 
 def lolofi(

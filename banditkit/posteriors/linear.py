@@ -184,5 +184,16 @@ def linear(
     def mean(state: LinearState):
         return state.space.unravel(state.mean)
 
+    def rescale(state: LinearState, c, cov: bool = True) -> LinearState:
+        """Outputs times ``c`` (a linear model): ``μ ← c μ``, ``Σ ← c² Σ`` (nig: ``σ² ← c² σ²``, ``b ← c² b``);
+        ``cov=False``: the mean only."""
+        c = jnp.asarray(c, state.mean.dtype)
+        if not cov:
+            return state._replace(mean=c * state.mean)
+        if nig:
+            return state._replace(mean=c * state.mean, b=c**2 * state.b)
+        return state._replace(mean=c * state.mean, chol=c * state.chol)
+
     hyper = dict(init_cov=init_cov, noise=noise, a0=a0, b0=b0, dynamics_cov=dynamics_cov, forgetting=forgetting)
-    return Posterior(init, predict, update, predictive, sample, mean, name="linear", hyper=hyper)
+    return Posterior(init, predict, update, predictive, sample, mean, name="linear", hyper=hyper,
+                     rescale=rescale)

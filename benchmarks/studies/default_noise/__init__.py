@@ -1,6 +1,6 @@
 """The agents' observation variance from the environment's own rewards (issue 55): the rule against fixed values.
 
-``make_agent`` sets a Gaussian filter agent's observation variance by ``banditkit.agents.scales.default_obs_noise``:
+``make_agent`` set a Gaussian agent's observation variance by ``oracle_units.default_obs_noise`` (before issue 69):
 ``R = min(ν + κ v, 0.1)`` in observed units (``ν`` the reward's own noise variance, ``v`` the per-arm variance of the
 expected reward, ``κ = 0.1``), where every agent used ``R = 0.1`` before.  This study plays each agent with
 ``make_agent(spec, env, obs_noise=R)`` for ``R`` in ``--variants``: ``0.1`` (the earlier default), ``rule`` (the
@@ -25,8 +25,9 @@ import numpy as np
 import pandas as pd
 
 import banditkit as bk
-from banditkit.agents import make_agent, scales
+from banditkit.agents import make_agent
 from benchmarks.harness import options, provenance
+from benchmarks.harness import oracle_units as scales
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")  # this study's outputs
 SPECS = ("hilofi-thompson", "lofi-thompson", "lrkf-thompson")
@@ -79,7 +80,7 @@ def render(df: pd.DataFrame, command: str) -> str:
     lines = ["# The observation variance from the environment's rewards (rule) against fixed values", "",
              "Cumulative reward, mean ± s.e. over seeds (same seeds for every variant); the R column headers name "
              "the variant, the value used is under each environment.  `rule` = `make_agent`'s default since this "
-             "study (`banditkit.agents.scales.default_obs_noise`), `0.1` = the default before it.", "",
+             "study (`benchmarks.harness.oracle_units.default_obs_noise`), `0.1` = the default before it.", "",
              f"**Command:** `{command}`", "", f"**Machine:** {provenance.machine()}", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for (env, agent), g in df.groupby(["env", "agent"], sort=False):

@@ -50,10 +50,12 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from banditkit.agents import make_agent, priors, scales
+from banditkit.agents import priors
 from banditkit.agents.factory import default_model
 from benchmarks.harness import options, provenance, tables
+from benchmarks.harness import oracle_units as scales
 from benchmarks.harness import variants as paired_runs
+from benchmarks.harness.oracle_units import make_agent_as_before
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")  # this study's outputs
 SPEC = "hilofi-thompson"
@@ -162,7 +164,7 @@ def variant_kwargs(name: str, env) -> dict:
         return dict(warmup_steps=int(value))
     if key == "spread":
         c = float(value)
-        base = make_agent(SPEC, env)
+        base = make_agent_as_before(SPEC, env)
         hyper = base.posterior.hyper
         return dict(obs_noise=c * float(base.likelihood.obs_noise),
                     posterior_kwargs=dict(init_cov_hidden=c * hyper["init_cov_hidden"],
@@ -175,8 +177,8 @@ def agent_factory(variant: str):
     """``env -> agent``: HiLoFi-TS with the variant's keywords, or for ``linear`` make_agent's linear-TS (the
     reference the trace compares with)."""
     if variant == "linear":
-        return lambda env: make_agent("linear-thompson", env)
-    return lambda env: make_agent(SPEC, env, **variant_kwargs(variant, env))
+        return lambda env: make_agent_as_before("linear-thompson", env)
+    return lambda env: make_agent_as_before(SPEC, env, **variant_kwargs(variant, env))
 
 
 def _settings(agent) -> dict:

@@ -32,9 +32,10 @@ import os
 import numpy as np
 import pandas as pd
 
-from banditkit.agents import make_agent, scales
 from benchmarks.harness import options
+from benchmarks.harness import oracle_units as scales
 from benchmarks.harness import variants as paired_runs
+from benchmarks.harness.oracle_units import make_agent_as_before
 from benchmarks.studies import hilofi_gap
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")  # this study's outputs
@@ -61,11 +62,11 @@ def capped_noise(env) -> float:
 def agent_factory(variant: str):
     """``env -> agent`` of a variant (module docstring)."""
     if variant == "rule":  # make_agent's rule, passed explicitly: the variant stays what it was if make_agent changes
-        return lambda env: make_agent(SPEC, env, obs_noise=scales.default_obs_noise(env))
+        return lambda env: make_agent_as_before(SPEC, env, obs_noise=scales.default_obs_noise(env))
     if variant == RULE:
-        return lambda env: make_agent(SPEC, env, obs_noise=capped_noise(env))
+        return lambda env: make_agent_as_before(SPEC, env, obs_noise=capped_noise(env))
     if variant == "linear":
-        return lambda env: make_agent("linear-thompson", env)
+        return lambda env: make_agent_as_before("linear-thompson", env)
     raise ValueError(f"unknown variant {variant!r}: use {', '.join(VARIANTS)}")
 
 

@@ -44,10 +44,12 @@ import jax
 import numpy as np
 import pandas as pd
 
-from banditkit.agents import make_agent, priors, scales
+from banditkit.agents import priors
 from banditkit.agents.factory import DEFAULT_HYPER, default_model
 from benchmarks.harness import options, provenance, tables
+from benchmarks.harness import oracle_units as scales
 from benchmarks.harness import variants as paired_runs
+from benchmarks.harness.oracle_units import make_agent_as_before
 from benchmarks.studies import hilofi_gap
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")  # this study's outputs
@@ -127,8 +129,9 @@ def agent_factory(variant: str):
     variant gets the observation variance make_agent gave LoFi when this study ran, ``scales.default_obs_noise(env)``
     (make_agent has since capped LoFi's at 10⁻³: ``benchmarks/studies/lofi_noise``), so a re-run repeats the study."""
     if variant == "linear":
-        return lambda env: make_agent("linear-thompson", env)
-    return lambda env: make_agent(SPEC, env, obs_noise=scales.default_obs_noise(env), **variant_kwargs(variant, env))
+        return lambda env: make_agent_as_before("linear-thompson", env)
+    return lambda env: make_agent_as_before(SPEC, env, obs_noise=scales.default_obs_noise(env),
+                                            **variant_kwargs(variant, env))
 
 
 def _settings(agent) -> dict:

@@ -15,7 +15,7 @@ Variants, each a ``make_agent`` call on the headline suite's runner and seeds (`
 ``const``:     ``make_agent("lrkf-thompson", env, posterior_kwargs=dict(init_cov=0.1))`` — make_agent's constant
                (:data:`CONST`, its default);
 ``lrkf_unit``: ``make_agent("lrkf-thompson", env, posterior_kwargs=dict(init_cov=σ²))`` with ``σ²`` the rule's
-               value for that env (``unit_lowrank_prior(env, make_agent("lrkf-thompson", env))``);
+               value for that env (``unit_lowrank_prior(env, make_agent_as_before("lrkf-thompson", env))``);
 ``linear``:  ``make_agent("linear-thompson", env)``, the issue's reference.
 
 ``lrkf_unit`` is paired by seed against ``const``: per-seed difference ``d_s = R_unit,s − R_const,s`` of the
@@ -38,9 +38,10 @@ import os
 import numpy as np
 import pandas as pd
 
-from banditkit.agents import make_agent, priors
+from banditkit.agents import priors
 from benchmarks.harness import options
 from benchmarks.harness import variants as paired_runs
+from benchmarks.harness.oracle_units import make_agent_as_before
 from benchmarks.studies import hilofi_gap
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")  # this study's outputs
@@ -63,18 +64,18 @@ Z = 1.0
 def agent_factory(variant: str):
     """``env -> agent`` of a variant (module docstring)."""
     if variant == "const":
-        return lambda env: make_agent(SPEC, env, posterior_kwargs=dict(init_cov=CONST))
+        return lambda env: make_agent_as_before(SPEC, env, posterior_kwargs=dict(init_cov=CONST))
     if variant == RULE:
-        return lambda env: make_agent(SPEC, env, posterior_kwargs=dict(init_cov=rule_value(env)))
+        return lambda env: make_agent_as_before(SPEC, env, posterior_kwargs=dict(init_cov=rule_value(env)))
     if variant == "linear":
-        return lambda env: make_agent("linear-thompson", env)
+        return lambda env: make_agent_as_before("linear-thompson", env)
     raise ValueError(f"unknown variant {variant!r}: use {', '.join(VARIANTS)}")
 
 
 def rule_value(env) -> float:
     """The rule's ``init_cov`` on ``env``: :func:`~banditkit.agents.priors.unit_lowrank_prior` of make_agent's
     LRKF-TS (its default model, weights and prior rows at ``PRNGKey(0)``); raises where the env has no contexts."""
-    value = priors.unit_lowrank_prior(env, make_agent(SPEC, env))
+    value = priors.unit_lowrank_prior(env, make_agent_as_before(SPEC, env))
     if value is None:
         raise ValueError(f"{env}: the unit low-rank rule needs the env's functional form")
     return value

@@ -36,9 +36,10 @@ import numpy as np
 import pandas as pd
 
 import banditkit as bk
-from banditkit.agents import make_agent, priors, scales
+from banditkit.agents import make_agent, priors
 from banditkit.agents.factory import DEFAULT_HYPER, default_model
 from benchmarks.harness import options, provenance
+from benchmarks.harness import oracle_units as scales
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")  # this study's outputs
 SPECS = ("hilofi-thompson", "lofi-thompson", "lrkf-thompson")

@@ -1,4 +1,13 @@
-"""Units of the reward an agent observes: its scale and the observation variance, read from the environment.
+"""The simulator's units: a reward scale and observation variance read from an environment's *expected* rewards.
+
+**Not an agent default, and never one again.**  Until issue 69 ``make_agent`` set these from
+``env.unwrapped.functional(0, 256)`` — the simulator's answers, which no deployed agent has.  ``make_agent`` now learns
+the scale from the rewards it observes and mixes observation variances by their evidence
+(:mod:`banditkit.agents.factory`); this module stays in the benchmarks so the studies that ran with the old defaults
+(``default_noise``, ``lofi_noise``, ``hilofi_gap``, ...) re-run as they were, and so the old defaults can be raced
+against the honest ones (``benchmarks/studies/honest_defaults``).
+
+What follows is the old rule as it was.
 
 An agent observes ``y = r / s`` (``s`` the reward scale) through ``Gaussian(R)``.  Both numbers come from what the
 environment declares, or from its own episode arrays (``env.unwrapped.functional(0, n)``: the realised and the
@@ -106,3 +115,36 @@ def units(env, scale: float | None = None, rounds: int = ROUNDS) -> tuple[float,
     signal = float(np.mean(np.var(ep[1], axis=0)))
     value = (noise + UNEXPLAINED_SHARE * signal) / s**2
     return s, float(np.clip(value, MIN_OBS_NOISE, FALLBACK_OBS_NOISE))
+
+
+#: make_agent's per-backend cap on the rule's variance before issue 69 (LoFi: ``benchmarks/studies/lofi_noise``)
+MAX_OBS_NOISE_BEFORE = {"lofi": 1e-3}
+
+
+def make_agent_as_before(spec: str, env, **kwargs):
+    """``make_agent(spec, env, **kwargs)`` with the defaults it had before issue 69, read from the simulator: the
+    reward scale and the observation variance of :func:`units` (LoFi's capped at 10⁻³), HiLoFi's head prior from the
+    env's first 256 contexts (:func:`banditkit.agents.priors.unit_head_prior`) and a fixed scale that never moves the
+    posterior.  For the studies that ran with those defaults (their tables re-run as they were) and to race the old
+    defaults against the honest ones; what ``kwargs`` sets is kept."""
+    from banditkit.agents import make_agent, priors
+    from banditkit.agents.factory import default_model, parse_spec, split_noise_suffix
+    from banditkit.likelihoods import Gaussian
+
+    post, _ = parse_spec(spec)
+    learns = split_noise_suffix(spec)[1] or kwargs.get("adaptive_noise")
+    u = _unwrapped(env)
+    given = dict(kwargs.get("posterior_kwargs") or {})
+    lik = kwargs.get("likelihood")
+    out = dict(kwargs)
+    if lik is None or isinstance(lik, Gaussian):
+        scale, noise = units(u, kwargs.get("reward_scale"))
+        out["reward_scale"] = scale
+        if lik is None and "obs_noise" not in kwargs and not learns:
+            out["obs_noise"] = min(noise, MAX_OBS_NOISE_BEFORE.get(post, noise))
+    per_arm = bool(getattr(u, "per_arm_features", False))
+    if post == "hilofi" and kwargs.get("model") is None and not per_arm and "init_cov_last" not in given:
+        unit = priors.unit_head_prior(u, default_model(u, post)[0])
+        if unit is not None:
+            out["posterior_kwargs"] = {**given, "init_cov_last": unit}
+    return make_agent(spec, env, **out)
