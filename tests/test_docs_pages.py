@@ -35,6 +35,9 @@ def test_own_problem_runs(tmp_path, monkeypatch):
     ns = _run_page("own_problem.md", tmp_path, monkeypatch)
     assert ns["env"].num_actions == 10 and set(ns["df"]["agent"]) == {"linear-TS", "linear-greedy"}
     assert ns["df"]["reward"].isin([0.0, 1.0]).all() and ns["df"]["regret"].notna().all()
+    sim = ns["sim_df"]
+    assert len(sim) == 1000 and (sim["regret"] >= -1e-6).all()
+    np.testing.assert_allclose(sim["regret"], sim["optimal_reward"] - sim["expected_reward"], atol=1e-5)
     prices = ns["prices"]
     assert len(prices) == 600 and prices["regret"].notna().all() and (prices["regret"] >= -1e-9).all()
     # the reported regret is the env's: the best expected revenue minus the chosen price's
