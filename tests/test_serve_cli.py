@@ -39,3 +39,9 @@ def test_a_store_of_another_schema_version_is_refused(tmp_path):
     store.close()
     with pytest.raises(ValueError, match="schema version 99"):
         SQLiteStore(tmp_path / "log.db")
+
+
+def test_a_file_that_is_not_a_store_is_refused(tmp_path, capsys):
+    (tmp_path / "notes.db").write_text("not a database, just text " * 100)
+    assert main(["serve", "--agent", "linear-thompson", "--store", str(tmp_path / "notes.db")]) == 2
+    assert "is not a banditkit serve store" in capsys.readouterr().err

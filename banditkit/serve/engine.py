@@ -28,6 +28,7 @@ import json
 import os
 import threading
 import time
+from collections import OrderedDict
 
 import numpy as np
 
@@ -35,6 +36,7 @@ from banditkit.offline.serving import ServingAgent
 from banditkit.serve.store import EventRow, RewardRow, SQLiteStore
 from banditkit.serve.validate import BadRequest, RankRequest, RewardRequest, Shape
 
+RECENT = 8192  # encoded decisions kept for the learner (an older one is rebuilt from the log when rewarded)
 KEEP_SNAPSHOTS = 3  # snapshot files kept on disk (older ones are deleted; their rows stay in the table)
 
 
@@ -95,22 +97,25 @@ class Engine:
         check_config(cfg)
         self.cfg = cfg
         self.store = SQLiteStore(store_path, sync=cfg.sync)  # the rank path's connection
+        meta = self.store.meta()
+        for k, v in cfg.fixed().items():
+            if k in meta and meta[k] != v:
+                self.store.close()
+                raise ValueError(f"the store {self.store.path!r} was made with {k}={meta[k]!r}, not {v!r}: start with "
+                                 f"the store's settings or use a new store")
         self._commit_store = self.store.reopen()  # the rank path's second stage (its own thread)
         self._reward_store = self.store.reopen()
         self._learn_store = self.store.reopen()
         self.status_store = self.store.reopen()  # read by the status page (the event loop's thread)
         self.snapshot_dir = os.fspath(store_path) + ".snapshots"
         os.makedirs(self.snapshot_dir, exist_ok=True)
-        meta = self.store.meta()
-        for k, v in cfg.fixed().items():
-            if k in meta and meta[k] != v:
-                raise ValueError(f"the store {self.store.path!r} was made with {k}={meta[k]!r}, not {v!r}: start with "
-                                 f"the store's settings or use a new store")
         self.store.set_meta({**cfg.fixed(), "apprentice": str(int(cfg.apprentice))})
         self.catalogue: list[str] = json.loads(meta.get("catalogue", "[]"))
         self._slots = {a: i for i, a in enumerate(self.catalogue)}
         self._lock = threading.Lock()  # the learner's state swap vs a snapshot
         self._inflight: dict[str, _Batch] = {}  # event ids decided, not committed yet
+        self._recent: OrderedDict[str, tuple[np.ndarray, int]] = OrderedDict()  # the latest decisions, encoded
+        self._recent_lock = threading.Lock()
         self.failed: BaseException | None = None  # a commit of decisions failed: no more decisions until a restart
         self.srv = self._load_agent()
         self.pos = int(self.srv.saved_meta.get("pos", 0))  # commit position of the last applied reward
@@ -236,6 +241,7 @@ class Engine:
             for j, i in enumerate(todo):
                 out[i], row = self._answer(reqs[i], enc[j][2], int(acts[j]), probs[j], version, now)
                 batch.answers[reqs[i].event_id] = out[i]
+                self._remember(reqs[i].event_id, enc[j][0], enc[j][2][row.chosen_index])
                 rows.append(row)
         for eid in batch.answers:
             self._inflight[eid] = batch
@@ -339,14 +345,25 @@ class Engine:
         return self.started - t0
 
     # ------------------------------------------------------------------------------------------------ learning
+    def _remember(self, event_id: str, x: np.ndarray, action: int) -> None:
+        with self._recent_lock:
+            self._recent[event_id] = (x, action)
+            if len(self._recent) > RECENT:
+                self._recent.popitem(last=False)
+
     def _rows(self, rows: list[RewardRow]):
         xs, acts = [], []
         for row in rows:
-            ids = [a["id"] for a in row.actions]
-            feats = [a["features"] for a in row.actions] if self.per_arm else None
-            x, _, slots = self.encode(row.context, ids, feats)
-            xs.append(x)
-            acts.append(slots[row.chosen_index])
+            with self._recent_lock:
+                hit = self._recent.pop(row.event_id, None)
+            if hit is None:  # decided before this process started, or long ago: rebuilt from the log
+                actions = json.loads(row.actions)
+                ids = [a["id"] for a in actions]
+                feats = [a["features"] for a in actions] if self.per_arm else None
+                x, _, slots = self.encode(json.loads(row.context), ids, feats)
+                hit = (x, slots[row.chosen_index])
+            xs.append(hit[0])
+            acts.append(hit[1])
         return np.stack(xs), np.asarray(acts, np.int32), np.asarray([r.reward for r in rows], np.float64)
 
     def learn_once(self) -> int:

@@ -24,7 +24,6 @@ never deleted), which is the order the learner applies them — on line and when
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 from collections.abc import Iterable, Sequence
@@ -51,13 +50,14 @@ class EventRow(NamedTuple):
 
 
 class RewardRow(NamedTuple):
-    """A committed reward joined with its decision: what the learner applies (``pos``: its commit position)."""
+    """A committed reward joined with its decision: what the learner applies (``pos``: its commit position;
+    ``context`` / ``actions``: the event's JSON text)."""
 
     pos: int
     event_id: str
     reward: float
-    context: list
-    actions: list
+    context: str
+    actions: str
     chosen_index: int
 
 
@@ -94,9 +94,22 @@ class SQLiteStore:
         if not os.path.isdir(folder):
             raise ValueError(f"the store's folder {folder!r} does not exist; create it first")
         self.db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
+        try:
+            self._open(sync)
+        except sqlite3.DatabaseError as e:
+            self.db.close()
+            raise ValueError(f"{self.path!r} is not a banditkit serve store ({e}); give a new file or a store that "
+                             "banditkit serve made") from None
+
+    def _open(self, sync: str) -> None:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute(f"PRAGMA synchronous={sync.upper()}")
         self.db.execute("PRAGMA foreign_keys=ON")
+        tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if tables and "meta" not in tables:
+            self.db.close()
+            raise ValueError(f"{self.path!r} is a SQLite database of something else (tables {sorted(tables)[:5]}), "
+                             "not a banditkit serve store; give a new file")
         with self._tx():
             for stmt in SCHEMA.split(";"):
                 if stmt.strip():
@@ -105,8 +118,11 @@ class SQLiteStore:
             if row is None:
                 self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             elif row[0] != str(SCHEMA_VERSION):
-                raise ValueError(f"{self.path!r} has store schema version {row[0]}; this banditkit reads version "
-                                 f"{SCHEMA_VERSION}")
+                self._wrong_version = row[0]
+        if getattr(self, "_wrong_version", None) is not None:
+            self.db.close()
+            raise ValueError(f"{self.path!r} has store schema version {self._wrong_version}; this banditkit reads "
+                             f"version {SCHEMA_VERSION}")
 
     def reopen(self) -> SQLiteStore:
         """Another connection to the same file (one per thread)."""
@@ -182,8 +198,7 @@ class SQLiteStore:
     def rewards_after(self, pos: int, limit: int) -> list[RewardRow]:
         q = ("SELECT r.rowid, r.event_id, r.reward, e.context, e.actions, e.chosen_index FROM rewards r "
              "JOIN events e ON e.event_id = r.event_id WHERE r.rowid > ? ORDER BY r.rowid LIMIT ?")
-        return [RewardRow(p, i, y, json.loads(c), json.loads(a), k)
-                for p, i, y, c, a, k in self.db.execute(q, (int(pos), int(limit)))]
+        return [RewardRow(*row) for row in self.db.execute(q, (int(pos), int(limit)))]
 
     # ------------------------------------------------------------------------------------------------ snapshots
     def add_snapshot(self, upto_event_seq: int, ts: float, path: str) -> None:
