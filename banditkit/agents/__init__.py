@@ -6,6 +6,7 @@ string with the environment's default reward model.
 
 from banditkit.agents.bandit import AgentState, BanditAgent, WarmupBuffer, selected_output
 from banditkit.agents.factory import DEFAULT_HYPER, default_model, make_agent, parse_spec
+from banditkit.agents.spec import AgentSpec
 
 __all__ = [
     "BanditAgent",
@@ -13,6 +14,7 @@ __all__ = [
     "WarmupBuffer",
     "selected_output",
     "make_agent",
+    "AgentSpec",
     "parse_spec",
     "default_model",
     "DEFAULT_HYPER",

@@ -36,6 +36,7 @@ from __future__ import annotations
 import gymnasium as gym
 
 from banditkit.agents.bandit import AUTO, BanditAgent, accepts_keyword, backends
+from banditkit.agents.spec import POINT_ESTIMATE_POLICIES, AgentSpec  # noqa: F401  (re-exported)
 from banditkit.likelihoods import Gaussian
 from banditkit.models import MLP, EmbeddingMLP, LeNet5
 from banditkit.policies import rules as _rules
@@ -69,7 +70,6 @@ DEFAULT_POLICY_HYPER: dict[str, dict] = {
     "epsilon_greedy": dict(epsilon=0.05),
     "ucb": dict(beta=1.0),
 }
-POINT_ESTIMATE_POLICIES = ("epsilon_greedy", "greedy")
 #: The Gaussian observation variance of the filter backends, in observed units ``r / s`` (``s`` the reward scale the
 #: agent learns from the rewards it observes, ``BanditAgent(reward_scale="auto")``).  Nothing about the environment
 #: is read: a backend in :data:`NOISE_MIXTURE_BACKENDS` runs one member per variance of :data:`NOISE_GRID`, weighted
@@ -94,60 +94,26 @@ WARMUP_PER_ARM = 20
 ARM_BLOCK_BACKENDS = ("linear", "hilofi", "neural_linear", "kalman_last_layer")
 
 
-def _norm(name: str) -> str:
-    return name.strip().lower().replace("-", "_").replace(" ", "_")
-
-
-def _policy_key(token: str) -> str | None:
-    key = _norm(token)
-    key = _rules.ALIASES.get(key, key)
-    return key if key in _rules.POLICIES or key == "thompson_predictive" else None
-
-
 #: the spec suffix that learns the Gaussian observation variance online (``make_agent(..., adaptive_noise=True)``)
 ADAPTIVE_SUFFIX = _noise.SUFFIX
 
 
-def _tokens(spec: str) -> tuple[list[str], bool]:
-    """The spec's ``-``-separated tokens without a trailing ``adaptive_noise`` (or ``adaptive-noise``), and whether
-    it had one."""
+def split_noise_suffix(spec: str | AgentSpec) -> tuple[str, bool]:
+    """``(spec without a trailing -adaptive_noise, whether it had one)``: ``"hilofi-ts-adaptive_noise"`` ->
+    ``("hilofi-ts", True)`` (that agent learns its observation variance online)."""
+    if isinstance(spec, AgentSpec):
+        return f"{spec.posterior}-{spec.policy}", spec.adaptive_noise
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"agent spec must be a non-empty string like 'hilofi-thompson', got {spec!r}")
     core, learns = _noise.split_suffix(spec)
-    return [t for t in core.split("-") if t], learns
+    return "-".join(t for t in core.split("-") if t), learns
 
 
-def split_noise_suffix(spec: str) -> tuple[str, bool]:
-    """``(spec without a trailing -adaptive_noise, whether it had one)``: ``"hilofi-ts-adaptive_noise"`` ->
-    ``("hilofi-ts", True)`` (that agent learns its observation variance online)."""
-    tokens, learns = _tokens(spec)
-    return "-".join(tokens), learns
-
-
-def parse_spec(spec: str) -> tuple[str, str]:
-    """``"POSTERIOR-POLICY[-adaptive_noise]"`` -> ``(posterior name, policy name)`` (see the module docstring;
+def parse_spec(spec: str | AgentSpec) -> tuple[str, str]:
+    """``"POSTERIOR-POLICY[-adaptive_noise]"`` -> ``(posterior name, policy name)`` (:class:`AgentSpec` reads it;
     :func:`split_noise_suffix` reads the suffix)."""
-    tokens = _tokens(spec)[0]
-    table = backends()
-    # longest posterior prefix that names a backend, the rest is the policy
-    for cut in range(len(tokens), 0, -1):
-        post = _norm("_".join(tokens[:cut]))
-        if post in table:
-            rest = tokens[cut:]
-            if not rest:
-                return post, "thompson"
-            pol = _policy_key("_".join(rest))
-            if pol is None:
-                valid = sorted(_rules.POLICIES) + sorted(_rules.ALIASES)
-                raise ValueError(f"unknown policy {'-'.join(rest)!r} in agent spec {spec!r}; policies: {valid}")
-            return post, pol
-    pol = _policy_key("_".join(tokens))
-    if pol in POINT_ESTIMATE_POLICIES:
-        return "replay_sgd", pol
-    raise ValueError(
-        f"cannot read agent spec {spec!r}: write 'POSTERIOR-POLICY' with POSTERIOR one of {sorted(table)} and "
-        f"POLICY one of {sorted(_rules.POLICIES)} (aliases {sorted(_rules.ALIASES)}), e.g. 'hilofi-thompson'"
-    )
+    parsed = AgentSpec.parse(spec)
+    return parsed.posterior, parsed.policy
 
 
 def _num_actions(u) -> int:
@@ -192,7 +158,7 @@ def _filtered(factory, hyper: dict) -> dict:
 
 
 def make_agent(
-    spec: str,
+    spec: str | AgentSpec,
     env,
     *,
     model=None,
@@ -204,8 +170,9 @@ def make_agent(
     """Agent for ``env`` from a spec string (``"hilofi-thompson"``, ``"lofi-ucb"``, ``"eps_greedy"``, ...).
 
     Args:
-      spec: ``"POSTERIOR-POLICY"``, optionally ending in ``-adaptive_noise`` (the same as passing
-        ``adaptive_noise=True``); unknown names raise ``ValueError`` listing the valid ones.
+      spec: an :class:`~banditkit.agents.spec.AgentSpec` or its text ``"POSTERIOR-POLICY"``, optionally ending in
+        ``-adaptive_noise`` (the same as passing ``adaptive_noise=True``); unknown names raise ``ValueError`` listing
+        the valid ones.
       env: a Gymnasium env (or its ``unwrapped``): only its structure is read — the arm count (``num_actions`` or a
         ``Discrete`` action space), ``per_arm_features``, ``default_model``, ``num_items``.  Never its rewards, expected
         rewards or contexts: the agent is the same for a shipped env and for an oracle-free twin with the same spaces.
@@ -222,10 +189,12 @@ def make_agent(
         :data:`NOISE_GRID` by their predictive evidence — or is :data:`OBS_NOISE` capped by :data:`MAX_OBS_NOISE`
         (LoFi: 10⁻³); a learned variance (``adaptive_noise``) starts at BanditAgent's 0.1.
     """
-    post_name, pol_name = parse_spec(spec)
-    if split_noise_suffix(spec)[1]:
+    text = spec if isinstance(spec, str) else str(spec)  # the agent's label: the user's own words
+    spec = AgentSpec.parse(spec)
+    post_name, pol_name = spec.posterior, spec.policy
+    if spec.adaptive_noise:
         if "adaptive_noise" in agent_kwargs and not agent_kwargs["adaptive_noise"]:
-            raise ValueError(f"agent spec {spec!r} asks for a learned observation variance but adaptive_noise="
+            raise ValueError(f"agent spec {str(spec)!r} asks for a learned observation variance but adaptive_noise="
                              f"{agent_kwargs['adaptive_noise']!r} was passed; drop one of the two")
         agent_kwargs.setdefault("adaptive_noise", True)
     u = getattr(env, "unwrapped", env)
@@ -274,7 +243,7 @@ def make_agent(
     if "warmup_steps" not in agent_kwargs and agent.posterior.refit is not None:
         # a backend that refits to warm-up data (the subspace EKF) gets 20 round-robin rounds per arm to refit to
         agent.warmup_steps = WARMUP_PER_ARM * k
-    agent.spec = spec
+    agent.spec = text
     if not kwargs.get("adaptive_noise"):  # a wrapped backend keeps the wrapper's name, adaptive_noise(NAME)
         agent.posterior_name = post_name
     return agent

@@ -1,0 +1,78 @@
+"""``AgentSpec``: an agent spec string parsed and validated once.
+
+Grammar (case-insensitive; ``-`` separates the parts, ``_`` or ``-`` inside a name both work)::
+
+    POSTERIOR[-POLICY][-adaptive_noise]      "hilofi-thompson"  "lofi-ucb"  "neural_linear-ts"  "hilofi"
+    POLICY                                   "eps_greedy", "greedy": replay_sgd with that point-estimate policy
+
+``POSTERIOR`` is a backend of ``bk.posteriors.REGISTRY`` (the longest prefix of the tokens that names one), the rest
+a policy name or alias (``bk.policies``; Thompson sampling when absent); a trailing ``adaptive_noise`` learns the
+Gaussian observation variance online.  ``str(spec)`` is the canonical text (``"hilofi-thompson"``), which parses back
+to the same spec.  :func:`banditkit.agents.make_agent`, the serving agent and the CLI take either form.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from banditkit.policies import rules as _rules
+from banditkit.posteriors import noise as _noise
+
+#: policies that need no posterior: a bare ``"eps_greedy"`` / ``"greedy"`` runs them on replay-SGD
+POINT_ESTIMATE_POLICIES = ("epsilon_greedy", "greedy")
+
+
+def _norm(name: str) -> str:
+    return name.strip().lower().replace("-", "_").replace(" ", "_")
+
+
+def _policy_key(token: str) -> str | None:
+    key = _norm(token)
+    key = _rules.ALIASES.get(key, key)
+    return key if key in _rules.POLICIES or key == "thompson_predictive" else None
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """A parsed agent spec (module docstring): ``posterior`` (a registry name), ``policy`` (a policy name) and
+    whether the Gaussian observation variance is learned online (``adaptive_noise``)."""
+
+    posterior: str
+    policy: str = "thompson"
+    adaptive_noise: bool = False
+
+    @classmethod
+    def parse(cls, text: str | AgentSpec) -> AgentSpec:
+        """The spec of ``text``; an :class:`AgentSpec` is returned as it is.  Unknown names raise ``ValueError``
+        listing the valid ones."""
+        if isinstance(text, AgentSpec):
+            return text
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(f"agent spec must be a non-empty string like 'hilofi-thompson', got {text!r}")
+        from banditkit import posteriors
+
+        core, learns = _noise.split_suffix(text)
+        tokens = [t for t in core.split("-") if t]
+        table = posteriors.REGISTRY
+        for cut in range(len(tokens), 0, -1):  # the longest posterior prefix that names a backend
+            post = _norm("_".join(tokens[:cut]))
+            if post in table:
+                rest = tokens[cut:]
+                if not rest:
+                    return cls(post, "thompson", learns)
+                pol = _policy_key("_".join(rest))
+                if pol is None:
+                    valid = sorted(_rules.POLICIES) + sorted(_rules.ALIASES)
+                    raise ValueError(f"unknown policy {'-'.join(rest)!r} in agent spec {text!r}; policies: {valid}")
+                return cls(post, pol, learns)
+        pol = _policy_key("_".join(tokens))
+        if pol in POINT_ESTIMATE_POLICIES:
+            return cls("replay_sgd", pol, learns)
+        raise ValueError(
+            f"cannot read agent spec {text!r}: write 'POSTERIOR-POLICY' with POSTERIOR one of {sorted(table)} and "
+            f"POLICY one of {sorted(_rules.POLICIES)} (aliases {sorted(_rules.ALIASES)}), e.g. 'hilofi-thompson'"
+        )
+
+    def __str__(self) -> str:
+        text = f"{self.posterior}-{self.policy}"
+        return f"{text}-{_noise.SUFFIX}" if self.adaptive_noise else text
