@@ -108,14 +108,17 @@ class ServingAgent:
     # ------------------------------------------------------------------------------------------------ building
     @classmethod
     def from_spec(cls, spec: str, *, num_actions: int, example_context, per_arm: bool = False,
-                  reward_scale: float = 1.0, seed: int = 0, state=None, num_draws: int = DEFAULT_DRAWS,
+                  reward_scale: float | None = None, seed: int = 0, state=None, num_draws: int = DEFAULT_DRAWS,
                   **agent_kwargs) -> ServingAgent:
         """``make_agent(spec, ...)`` for ``num_actions`` arms and contexts like ``example_context``
-        (``agent_kwargs``: JSON-serialisable keyword arguments of ``make_agent``, saved for :meth:`load`)."""
+        (``agent_kwargs``: JSON-serialisable keyword arguments of ``make_agent``, saved for :meth:`load`).
+        ``reward_scale``: a fixed scale the rewards are divided by; ``None`` (default): learned from the rewards the
+        agent observes, as ``make_agent`` does."""
         from banditkit.agents import make_agent
 
-        env = dict(num_actions=int(num_actions), per_arm_features=bool(per_arm), default_model="mlp",
-                   reward_scale=float(reward_scale), task="bandit")
+        env = dict(num_actions=int(num_actions), per_arm_features=bool(per_arm), default_model="mlp", task="bandit")
+        if reward_scale is not None:
+            agent_kwargs = {**agent_kwargs, "reward_scale": float(reward_scale)}
         from types import SimpleNamespace
 
         agent = make_agent(spec, SimpleNamespace(**env), **agent_kwargs)
@@ -351,7 +354,10 @@ class ServingAgent:
 
             from banditkit.agents import make_agent
 
-            agent = make_agent(build["spec"], SimpleNamespace(**build["env"]), **build["agent_kwargs"])
+            kwargs = dict(build["agent_kwargs"])
+            if "reward_scale" in build["env"]:  # a file saved before issue 69: its agent had this fixed scale
+                kwargs.setdefault("reward_scale", build["env"]["reward_scale"])
+            agent = make_agent(build["spec"], SimpleNamespace(**build["env"]), **kwargs)
         srv = cls(agent, None, example_context=example, seed=meta["seed"], num_draws=meta["num_draws"],
                   keep_history=keep_history, _build=build)
         m = int(meta["pending"])
