@@ -46,6 +46,7 @@ then the posterior is the joint one's exactly) or each has its own (``shared_noi
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -56,7 +57,7 @@ from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors import linalg
 from banditkit.posteriors.arms import check_arms
 from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, as_obs, check_common_hyper, linearize
-from banditkit.posteriors.linear_arms import linear_arms
+from banditkit.posteriors.linear_arms import linear_arms, rescale_linear
 
 Array = jax.Array
 
@@ -184,16 +185,6 @@ def linear(
     def mean(state: LinearState):
         return state.space.unravel(state.mean)
 
-    def rescale(state: LinearState, c, cov: bool = True) -> LinearState:
-        """Outputs times ``c`` (a linear model): ``μ ← c μ``, ``Σ ← c² Σ`` (nig: ``σ² ← c² σ²``, ``b ← c² b``);
-        ``cov=False``: the mean only."""
-        c = jnp.asarray(c, state.mean.dtype)
-        if not cov:
-            return state._replace(mean=c * state.mean)
-        if nig:
-            return state._replace(mean=c * state.mean, b=c**2 * state.b)
-        return state._replace(mean=c * state.mean, chol=c * state.chol)
-
     hyper = dict(init_cov=init_cov, noise=noise, a0=a0, b0=b0, dynamics_cov=dynamics_cov, forgetting=forgetting)
     return Posterior(init, predict, update, predictive, sample, mean, name="linear", hyper=hyper,
-                     rescale=rescale)
+                     rescale=functools.partial(rescale_linear, nig=nig))

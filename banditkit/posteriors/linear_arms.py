@@ -41,6 +41,7 @@ from differently arranged normals).  Memory ``K P_k² = P² / K``.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -66,6 +67,17 @@ class LinearArmsState(NamedTuple):
         """The per-arm covariance blocks ``Σ_k = U_kᵀ U_k`` ``(K, P_k, P_k)`` (in units of σ_k² for ``nig``)."""
         return jnp.einsum("kji,kjl->kil", self.chol, self.chol)
 
+
+
+def rescale_linear(state, c, cov: bool = True, *, nig: bool):
+    """Outputs of a linear model times ``c`` (``Posterior.rescale``, for ``linear`` and ``linear_arms`` states):
+    ``μ ← c μ``, ``Σ ← c² Σ`` (``U ← c U``; nig: ``σ² ← c² σ²``, i.e. ``b ← c² b``); ``cov=False``: the mean only."""
+    c = jnp.asarray(c, state.mean.dtype)
+    if not cov:
+        return state._replace(mean=c * state.mean)
+    if nig:
+        return state._replace(mean=c * state.mean, b=c**2 * state.b)
+    return state._replace(mean=c * state.mean, chol=c * state.chol)
 
 def linear_arms(
     f: ApplyFn,
@@ -152,17 +164,7 @@ def linear_arms(
     def mean(state: LinearArmsState):
         return state.space.unravel(state.mean)
 
-    def rescale(state: LinearArmsState, c, cov: bool = True) -> LinearArmsState:
-        """Outputs times ``c`` (a linear model): ``μ ← c μ``, ``Σ ← c² Σ`` (nig: ``σ² ← c² σ²``, ``b ← c² b``);
-        ``cov=False``: the mean only."""
-        c = jnp.asarray(c, state.mean.dtype)
-        if not cov:
-            return state._replace(mean=c * state.mean)
-        if nig:
-            return state._replace(mean=c * state.mean, b=c**2 * state.b)
-        return state._replace(mean=c * state.mean, chol=c * state.chol)
-
     hyper = dict(init_cov=init_cov, noise="nig" if nig else "known", a0=a0, b0=b0, dynamics_cov=dynamics_cov,
                  forgetting=forgetting, arms=arms, shared_noise=shared_noise)
     return Posterior(init, predict, update, predictive, sample, mean, name="linear", hyper=hyper,
-                     rescale=rescale)
+                     rescale=functools.partial(rescale_linear, nig=nig))
