@@ -284,8 +284,10 @@ class Engine:
         if self.cfg.apprentice:
             resp["apprentice"] = {"agent_action_id": r.ids[agent_index], "agent_probability": p[agent_index],
                                   "agent_probabilities": p}
-        feats = r.features.tolist() if isinstance(r.features, np.ndarray) else r.features or [None] * len(r.ids)
-        actions = json.dumps([{"id": a, "features": f} for a, f in zip(r.ids, feats, strict=True)])
+        actions = r.actions_json
+        if actions is None:
+            feats = r.features.tolist() if isinstance(r.features, np.ndarray) else r.features or [None] * len(r.ids)
+            actions = json.dumps([{"id": a, "features": f} for a, f in zip(r.ids, feats, strict=True)])
         text = json.dumps(resp)
         row = EventRow(r.event_id, now, json.dumps(r.context), actions, r.ids[chosen], chosen, served[chosen],
                        json.dumps(served), r.ids[chosen] if self.cfg.apprentice else None, self.cfg.spec, version, text)

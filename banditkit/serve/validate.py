@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import NamedTuple
 
 import numpy as np
 
 MAX_ID = 256  # longest accepted event / action id (characters)
+_DECODER = json.JSONDecoder()
 
 
 class BadRequest(Exception):
@@ -49,6 +51,7 @@ class RankRequest(NamedTuple):
     ids: list[str]
     features: list[list[float]] | np.ndarray | None  # (n, F) numbers per action; None for a catalogue of ids
     baseline_id: str | None
+    actions_json: str | None = None  # the request's own text of a validated "actions" list (logged as sent)
 
 
 class RewardRequest(NamedTuple):
@@ -117,7 +120,26 @@ def parse_rank(body: bytes, shape: Shape) -> RankRequest:
         baseline = _id(baseline, "baseline_id")
         if baseline not in ids:
             raise BadRequest(422, f"baseline_id {baseline!r} is not one of the request's action ids")
-    return RankRequest(event_id, context, ids, feats if shape.action_dim > 0 else None, baseline)
+    raw = _raw_actions(body) if fast is not None else None
+    return RankRequest(event_id, context, ids, feats if shape.action_dim > 0 else None, baseline, raw)
+
+
+_ACTIONS_KEY = re.compile(rb'"actions"\s*:\s*')
+
+
+def _raw_actions(body: bytes) -> str | None:
+    """The text of the body's ``"actions"`` value, once the body is known to be valid JSON whose only ``"actions"``
+    key is the top-level one (action objects hold only ``id`` / ``features``; a string cannot hold an unescaped
+    ``"``): the value starts after the first ``"actions"`` followed by ``:``, and ``raw_decode`` finds its end."""
+    m = _ACTIONS_KEY.search(body)
+    if m is None:
+        return None
+    text = body[m.end():].decode("utf-8")
+    try:
+        _, end = _DECODER.raw_decode(text)
+    except ValueError:
+        return None
+    return text[:end]
 
 
 def _fast_actions(actions: list, shape: Shape, body: bytes):
