@@ -156,6 +156,10 @@ def test_bearer_token_guards_every_route(server):
             assert status == 401 and "bearer token" in ans["error"], (path, auth)
     status, page = server.get("/")
     assert status == 200 and "<svg" in page and "decisions/s" in page
+    status, ans = server.get("/rank")
+    assert status == 405 and "does not take GET" in ans["error"]
+    status, ans = server.post("/ranks", {})
+    assert status == 404 and "no route POST /ranks" in ans["error"]
 
 
 def test_reward_deadline_applies_the_default_reward(server):

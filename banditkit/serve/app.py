@@ -48,7 +48,10 @@ class ServeApp:
         routes = [Route("/rank", self.rank, methods=["POST"]), Route("/reward", self.reward, methods=["POST"]),
                   Route("/health", self.health, methods=["GET"]), Route("/", self.status, methods=["GET"]),
                   Route("/status.json", self.status_json, methods=["GET"])]
-        self.app = Starlette(routes=routes, lifespan=self._lifespan)
+        known = "POST /rank, POST /reward, GET /health, GET /, GET /status.json"
+        handlers = {404: lambda req, exc: _error(404, f"no route {req.method} {req.url.path}; the routes: {known}"),
+                    405: lambda req, exc: _error(405, f"{req.url.path} does not take {req.method}; routes: {known}")}
+        self.app = Starlette(routes=routes, lifespan=self._lifespan, exception_handlers=handlers)
 
     async def __call__(self, scope, receive, send):
         await self.app(scope, receive, send)
