@@ -12,8 +12,9 @@ The load generator (:mod:`benchmarks.suites.serve_load`, this process: asyncio, 
    connection.
 
 Each phase lasts ``--seconds`` (bounded: the suite stops by itself).  The table gives rank answers/s, p50 / p99 /
-max latency (ms), errors, rewards/s, the server's mean micro-batch size over the phase, and the machine's 1-minute
-load average (``os.getloadavg()``) before the phase — the machine is shared, so read the numbers with it.
+max latency (ms), errors, rewards/s, the server's mean micro-batch size over the phase, the CPU time the server
+process (all threads, ``/proc/PID/stat``) and the load generator used per answer, and the machine's 1-minute load
+average (``os.getloadavg()``) before the phase — the machine is shared, so read the rates with it.
 """
 
 from __future__ import annotations
@@ -38,11 +39,20 @@ def _batches(srv: ServerProcess) -> tuple[int, int]:
     return (int(s.get("batches", 0)), int(s.get("batched", 0))) if status == 200 else (0, 0)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (all its threads) so far, from ``/proc/PID/stat``."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def phase(srv: ServerProcess, bodies, name: str, *, rate, connections: int, seconds: float, rewards: bool) -> dict:
     load = os.getloadavg()[0]
     b0, i0 = _batches(srv)
+    c0, g0 = cpu_seconds(srv.proc.pid), time.process_time()
     res = run_load(srv.port, bodies, rate=rate, connections=connections, seconds=seconds, rewards=rewards,
                    prefix=f"{name}-")
+    c1, g1 = cpu_seconds(srv.proc.pid), time.process_time()
     b1, i1 = _batches(srv)
     lat = res.latencies_ms
     q = np.percentile(lat, [50, 99]) if lat.size else [np.nan, np.nan]
@@ -50,7 +60,8 @@ def phase(srv: ServerProcess, bodies, name: str, *, rate, connections: int, seco
                 rewards=rewards, seconds=round(res.seconds, 2), rank_per_s=res.ok / res.seconds,
                 p50_ms=q[0], p99_ms=q[1], max_ms=float(lat.max()) if lat.size else np.nan, errors=res.errors,
                 rewards_per_s=res.rewards_ok / res.seconds,
-                mean_batch=(i1 - i0) / (b1 - b0) if b1 > b0 else np.nan, load_1min=load)
+                mean_batch=(i1 - i0) / (b1 - b0) if b1 > b0 else np.nan, load_1min=load,
+                server_cpu_ms=1e3 * (c1 - c0) / max(res.ok, 1), loadgen_cpu_ms=1e3 * (g1 - g0) / max(res.ok, 1))
 
 
 def render(df: pd.DataFrame, args, machine: str, command: str, compile_line: str) -> str:
@@ -63,13 +74,17 @@ def render(df: pd.DataFrame, args, machine: str, command: str, compile_line: str
              "machine); latencies in the open loop from each request's due time.", "",
              f"Machine: {machine}.  `load 1 min` is `os.getloadavg()[0]` before the phase (the machine is shared with "
              "other work).", "",
+             "`server CPU ms` / `load gen. CPU ms`: CPU time (user + system, all threads) of the server process / of "
+             "the load generator during the phase, per rank answer (with rewards: the reward's work included) — what "
+             "a request costs, whatever share of the cores the phase got.", "",
              "| phase | offered | conns | rewards | rank answers/s | p50 ms | p99 ms | max ms | errors | rewards/s | "
-             "mean batch | load 1 min |",
-             "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "mean batch | server CPU ms | load gen. CPU ms | load 1 min |",
+             "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in df.itertuples():
         lines.append(f"| {r.phase} | {r.offered} | {r.connections} | {'yes' if r.rewards else 'no'} | "
                      f"{r.rank_per_s:.0f} | {r.p50_ms:.1f} | {r.p99_ms:.1f} | {r.max_ms:.1f} | {r.errors} | "
-                     f"{r.rewards_per_s:.0f} | {r.mean_batch:.1f} | {r.load_1min:.2f} |")
+                     f"{r.rewards_per_s:.0f} | {r.mean_batch:.1f} | {r.server_cpu_ms:.2f} | {r.loadgen_cpu_ms:.2f} | "
+                     f"{r.load_1min:.2f} |")
     return "\n".join(lines) + "\n"
 
 
