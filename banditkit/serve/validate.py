@@ -23,6 +23,11 @@ from typing import NamedTuple
 
 import numpy as np
 
+try:  # the serve extra's fast parser; json (stdlib) otherwise
+    import orjson
+except ImportError:  # pragma: no cover - depends on the installed extras
+    orjson = None
+
 MAX_ID = 256  # longest accepted event / action id (characters)
 _DECODER = json.JSONDecoder()
 
@@ -59,10 +64,22 @@ class RewardRequest(NamedTuple):
     reward: float
 
 
+def _loads(body: bytes):
+    """``orjson.loads`` (about ten times faster on a body of a few hundred numbers) when installed, else
+    ``json.loads``; a body orjson refuses is parsed again by ``json``, for its message — and because ``json`` reads
+    ``NaN`` / ``Infinity``, which the field checks then refuse by name."""
+    if orjson is not None:
+        try:
+            return orjson.loads(body)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(body)
+
+
 def _object(body: bytes, allowed: set[str], required: set[str]) -> dict:
     try:
-        data = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        data = _loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise BadRequest(400, f"the body is not valid JSON: {e}") from None
     if not isinstance(data, dict):
         raise BadRequest(422, f"the body must be a JSON object, got {type(data).__name__}")
