@@ -17,9 +17,13 @@ SHAPE = Shape(context_dim=1, action_dim=2, max_actions=4)
     b'{"features": [3, 4], "id": "b"}]}',
     b'{"actions" :\n [{"id": "x\\"actions\\": 1", "features": [1, 2]}], "event_id": "actions", "context": [1]}',
     b'{"event_id": "actions", "context": [1], "baseline_id": "a", "actions": [{"id": "a", "features": [0, 0]}]}',
+    b'{"event_id": "e", "context": [1], "actions": [{"id": "{\\"actions\\": [{}]}", "features": [0, 0]}]}',
 ])
 def test_logged_actions_text_is_the_requests_own(body):
     r = parse_rank(body, SHAPE)
+    if b"{\\" in body:  # an id holding braces: no safe cut, the list is printed again
+        assert r.actions_json is None
+        return
     assert r.actions_json is not None
     assert json.loads(r.actions_json) == json.loads(body)["actions"]
     assert [a["id"] for a in json.loads(r.actions_json)] == r.ids

@@ -29,7 +29,6 @@ except ImportError:  # pragma: no cover - depends on the installed extras
     orjson = None
 
 MAX_ID = 256  # longest accepted event / action id (characters)
-_DECODER = json.JSONDecoder()
 
 
 class BadRequest(Exception):
@@ -137,26 +136,26 @@ def parse_rank(body: bytes, shape: Shape) -> RankRequest:
         baseline = _id(baseline, "baseline_id")
         if baseline not in ids:
             raise BadRequest(422, f"baseline_id {baseline!r} is not one of the request's action ids")
-    raw = _raw_actions(body) if fast is not None else None
+    raw = _raw_actions(body, actions) if fast is not None else None
     return RankRequest(event_id, context, ids, feats if shape.action_dim > 0 else None, baseline, raw)
 
 
-_ACTIONS_KEY = re.compile(rb'"actions"\s*:\s*')
+_ACTIONS_VALUE = re.compile(rb'"actions"\s*:\s*(\[(?:\s*\{[^{}]*\}\s*,?)*\s*\])')
 
 
-def _raw_actions(body: bytes) -> str | None:
-    """The text of the body's ``"actions"`` value, once the body is known to be valid JSON whose only ``"actions"``
-    key is the top-level one (action objects hold only ``id`` / ``features``; a string cannot hold an unescaped
-    ``"``): the value starts after the first ``"actions"`` followed by ``:``, and ``raw_decode`` finds its end."""
-    m = _ACTIONS_KEY.search(body)
+def _raw_actions(body: bytes, actions: list) -> str | None:
+    """The body's own text of its ``"actions"`` list, or ``None``: the first ``"actions": [{...}, ...]`` run in the
+    body (objects without braces inside), kept only if it parses to exactly the validated ``actions`` — so the logged
+    text is always a JSON text of the very list that was decided on (an id holding a brace, say, falls back to
+    ``json.dumps``)."""
+    m = _ACTIONS_VALUE.search(body)
     if m is None:
         return None
-    text = body[m.end():].decode("utf-8")
     try:
-        _, end = _DECODER.raw_decode(text)
-    except ValueError:
+        same = _loads(m.group(1)) == actions
+    except (ValueError, RecursionError):
         return None
-    return text[:end]
+    return m.group(1).decode("utf-8") if same else None
 
 
 def _fast_actions(actions: list, shape: Shape, body: bytes):
