@@ -83,9 +83,10 @@ def test_an_env_without_a_functional_form_keeps_the_fallback():
 
 
 def test_make_agent_reads_no_rule_from_the_env_and_keeps_what_it_is_told():
-    """Issue 69: the old rule (now benchmarks.harness.oracle_units) is no agent default — HiLoFi finds its variance
-    by the evidence of NOISE_GRID's members, LoFi takes OBS_NOISE capped at 10⁻³, the others OBS_NOISE, whatever
-    the env's expected rewards say; an explicit variance, a learned one and a non-Gaussian likelihood are kept."""
+    """Issue 69: the old rule (now benchmarks.harness.oracle_units) is no agent default — HiLoFi and LRKF find their
+    variance by the evidence of NOISE_GRID's members, LoFi takes OBS_NOISE capped at 10⁻³, the others OBS_NOISE,
+    whatever the env's expected rewards say; an explicit variance, a learned one and a non-Gaussian likelihood
+    are kept."""
     import gymnasium as gym
 
     from banditkit.agents.factory import MAX_OBS_NOISE, NOISE_GRID, OBS_NOISE
@@ -96,8 +97,8 @@ def test_make_agent_reads_no_rule_from_the_env_and_keeps_what_it_is_told():
         assert make_agent("hilofi-thompson", env).posterior.hyper["obs_noises"] == NOISE_GRID
         assert make_agent("lofi-thompson", env).likelihood.obs_noise == 1e-3
         assert make_agent("lofi-ucb", env).likelihood.obs_noise == 1e-3  # every policy
-        for spec in ("lrkf-thompson", "diag_ekf-thompson"):
-            assert make_agent(spec, env).likelihood.obs_noise == OBS_NOISE
+        assert make_agent("lrkf-thompson", env).posterior.hyper["obs_noises"] == NOISE_GRID
+        assert make_agent("diag_ekf-thompson", env).likelihood.obs_noise == OBS_NOISE
         assert make_agent("hilofi-thompson", env, obs_noise=0.3).likelihood.obs_noise == 0.3
         assert "obs_noises" not in make_agent("hilofi-thompson", env, obs_noise=0.3).posterior.hyper
         # a learned variance starts where BanditAgent starts it, above the misfit it comes down from

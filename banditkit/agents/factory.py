@@ -9,9 +9,9 @@ Spec grammar (case-insensitive; ``-`` separates the two parts, ``_`` or ``-`` in
                                          (make_agent(..., adaptive_noise=True); Gaussian filter backends only)
 
 Nothing about the environment's rewards is read (``../shared/API.md`` §14): the agent learns the reward's scale from
-the rewards it observes, HiLoFi finds its observation variance from the data by the evidence of a few members and its
-head prior from the first context it sees.  The reward model comes from ``env.unwrapped.default_model`` (``"mlp"``
-when the env does not say):
+the rewards it observes, HiLoFi and LRKF find their observation variance from the data by the evidence of a few
+members, and HiLoFi its head prior from the first context it sees.  The reward model comes from
+``env.unwrapped.default_model`` (``"mlp"`` when the env does not say):
 
 ======================  ===========================================================================
 ``"lenet5"``            ``LeNet5(out=K)`` (images), multi-output
@@ -77,7 +77,7 @@ DEFAULT_POLICY_HYPER: dict[str, dict] = {
 #: the variance); another takes :data:`OBS_NOISE` capped by :data:`MAX_OBS_NOISE`.  Pre-registered and measured
 #: against the old oracle-read rule in ``benchmarks/studies/honest_defaults``.
 NOISE_GRID: tuple[float, ...] = (1e-3, 1e-2, 1e-1)
-NOISE_MIXTURE_BACKENDS = ("hilofi",)
+NOISE_MIXTURE_BACKENDS = ("hilofi", "lrkf")
 NOISE_DISCOUNT = 1.0
 OBS_NOISE = 0.1
 #: LoFi: 10⁻³, a tempering of its predictive spread, not a noise estimate — LoFi keeps an observation's information
@@ -185,8 +185,8 @@ def make_agent(
       agent_kwargs: passed to :class:`BanditAgent` (``likelihood``, ``obs_noise``, ``reward_scale``,
         ``warmup_steps``, ...).  With a Gaussian likelihood the reward scale is learned from the rewards observed
         (``reward_scale="auto"``: ``r / max |r|`` so far) unless ``reward_scale=`` is given; without ``obs_noise`` or
-        ``likelihood`` the observation variance is found from the data — HiLoFi mixes one member per variance of
-        :data:`NOISE_GRID` by their predictive evidence — or is :data:`OBS_NOISE` capped by :data:`MAX_OBS_NOISE`
+        ``likelihood`` the observation variance is found from the data — HiLoFi and LRKF mix one member per variance
+        of :data:`NOISE_GRID` by their predictive evidence — or is :data:`OBS_NOISE` capped by :data:`MAX_OBS_NOISE`
         (LoFi: 10⁻³); a learned variance (``adaptive_noise``) starts at BanditAgent's 0.1.
     """
     text = spec if isinstance(spec, str) else str(spec)  # the agent's label: the user's own words

@@ -38,7 +38,7 @@ from benchmarks.studies import hilofi_gap
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 ENVS = ("Shuttle", "Adult", "Mushroom", "MovieLens", "Wheel", "FashionMNIST")
 VARIANTS = ("oracle", "honest", "honest_const", "linear", "linear_oracle", "honest_v1", "honest_const_v1", "linear_v1",
-            "honest_exact")
+            "honest_exact", "lrkf", "lrkf_mix", "lrkf_oracle")
 #: "≥" in the pre-registered targets: z ≥ −Z
 Z = 1.0
 
@@ -50,6 +50,18 @@ def _oracle_hilofi(env):
     unit = priors.unit_head_prior(env, default_model(env, "hilofi")[0])
     kw = {} if unit is None else dict(posterior_kwargs=dict(init_cov_last=unit))
     return make_agent("hilofi-thompson", env, reward_scale=scale, obs_noise=noise, **kw)
+
+
+def _lrkf_mixture(env):
+    """LRKF-TS with HiLoFi's evidence mixture over ``NOISE_GRID`` (the README's second addendum)."""
+    from banditkit.agents import factory
+
+    kept = factory.NOISE_MIXTURE_BACKENDS
+    factory.NOISE_MIXTURE_BACKENDS = (*kept, "lrkf")
+    try:
+        return make_agent("lrkf-thompson", env)
+    finally:
+        factory.NOISE_MIXTURE_BACKENDS = kept
 
 
 def agent_factory(variant: str):
@@ -70,6 +82,12 @@ def agent_factory(variant: str):
         return lambda env: make_agent("linear-thompson", env, rescale=None)
     if variant == "honest_exact":
         return lambda env: make_agent("hilofi-thompson", env, rescale="exact")
+    if variant == "lrkf":
+        return lambda env: make_agent("lrkf-thompson", env)
+    if variant == "lrkf_mix":
+        return _lrkf_mixture
+    if variant == "lrkf_oracle":
+        return lambda env: oracle.make_agent_as_before("lrkf-thompson", env)
     if variant == "linear_oracle":
         return lambda env: make_agent("linear-thompson", env, reward_scale=oracle.reward_scale(env))
     raise ValueError(f"unknown variant {variant!r}: use {', '.join(VARIANTS)}")
