@@ -163,8 +163,8 @@ def test_a_point_another_worker_publishes_meanwhile_is_asked_again(monkeypatch):
     storage = optuna.storages.InMemoryStorage()
     optuna.create_study(study_name="s", storage=storage)
     a, b = (optuna.load_study(study_name="s", storage=storage, sampler=BanditkitSampler(
-        acquisition="ei", seed=0, n_startup_trials=4, **SMALL)) for _ in range(2))
-    a.optimize(objective, n_trials=4)
+        acquisition="ei", seed=0, n_startup_trials=4, warm_up=False, **SMALL)) for _ in range(2))
+    a.optimize(objective, n_trials=4)  # (no warm-up thread: only the asks of B's own optimiser are recorded)
     ta = a.ask()  # running; sampled lazily, so nothing published yet
     real_ask, asked = BayesOpt.ask, []
 
@@ -230,3 +230,17 @@ def test_two_worker_processes_share_one_journal_storage(tmp_path):
     points = {tuple(sorted(t.params.items())) for t in done}
     assert len(points) == 12, points
     assert {t.user_attrs["worker"] for t in done} == {"0", "1"}
+
+
+def test_the_warm_up_runs_during_startup_and_changes_no_suggestion():
+    """``warm_up=True`` (default) starts one background optimiser of the study's space during the startup trials and
+    the first model-based trial waits for it; the trials are exactly those of ``warm_up=False``."""
+    studies = {}
+    for warm in (True, False):
+        sampler = BanditkitSampler(seed=3, n_startup_trials=4, warm_up=warm, **SMALL)
+        study = optuna.create_study(sampler=sampler)
+        study.optimize(objective, n_trials=7)
+        studies[warm] = [t.params for t in study.trials], [t.value for t in study.trials]
+        threads = list(sampler._warming.values())
+        assert len(threads) == (1 if warm else 0) and not any(t.is_alive() for t in threads)
+    assert studies[True] == studies[False]

@@ -102,6 +102,10 @@ class BanditkitSampler(BaseSampler):
         parameters outside the relative search space.
       warn_independent_sampling: log a warning when a parameter is sampled independently after the startup.
       incremental: catch up from the trials not yet seen (default) or rebuild from all of them at every trial.
+      warm_up: while the startup trials run, build and exercise a throw-away optimiser of the study's search space
+        in a background thread (default ``True``), so that the first model-based trial finds the surrogate's and
+        the acquisition's programs traced and compiled: their cost overlaps the startup trials' objective instead
+        of delaying that trial.  The suggestions are the same with or without it.
       **bayesopt_kwargs: further :class:`~banditkit.bo.BayesOpt` options (``features``, ``surrogate_kwargs``,
         ``n_candidates``, ``trust_region``, ...).
     """
@@ -116,6 +120,7 @@ class BanditkitSampler(BaseSampler):
         independent_sampler: str | BaseSampler = "random",
         warn_independent_sampling: bool = True,
         incremental: bool = True,
+        warm_up: bool = True,
         **bayesopt_kwargs: Any,
     ):
         if not isinstance(n_startup_trials, (int, np.integer)) or isinstance(n_startup_trials, bool) \
@@ -146,6 +151,8 @@ class BanditkitSampler(BaseSampler):
         self._surrogate, self._acquisition = surrogate, acquisition
         self._warn = bool(warn_independent_sampling)
         self._incremental = bool(incremental)
+        self._warm_up = bool(warm_up)
+        self._warming: dict[Any, threading.Thread] = {}  # the warm-up thread of each search space seen
         self._kwargs = dict(bayesopt_kwargs)
         # fail now, not at trial n_startup_trials, on arguments BayesOpt rejects
         BayesOpt(space={"x": Float(0.0, 1.0)}, surrogate=surrogate, acquisition=acquisition, seed=self._seed,
@@ -155,7 +162,7 @@ class BanditkitSampler(BaseSampler):
 
     def __getstate__(self) -> dict:  # a copy (pickle, n_jobs > 1) starts without the memo
         state = self.__dict__.copy()
-        state["_memos"], state["_lock"] = {}, None
+        state["_memos"], state["_lock"], state["_warming"] = {}, None, {}
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -206,10 +213,14 @@ class BanditkitSampler(BaseSampler):
         self._raise_error_if_multi_objective(study)
         trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
         complete = [t for t in trials if t.state == TrialState.COMPLETE]
-        if len(complete) < self._n_startup:
-            return {}
         space = to_space(search_space)
         direction = "minimize" if study.direction == StudyDirection.MINIMIZE else "maximize"
+        if len(complete) < self._n_startup:
+            if self._warm_up:
+                self._start_warm_up(space, direction)
+            return {}
+        for thread in list(self._warming.values()):  # its programs are ready (or being made: wait, not redo)
+            thread.join()
         with self._lock:
             memo = self._memo(study, space, direction, complete)
             self._catch_up(memo, complete)
@@ -246,6 +257,30 @@ class BanditkitSampler(BaseSampler):
             )
         sampler = self._independent if self._owned is None else self._owned_sampler(self._draw_seed(trial, param_name))
         return sampler.sample_independent(study, trial, param_name, param_distribution)
+
+    # the warm-up: the first model-based trial's programs made while the startup trials run ----------------------
+    def _start_warm_up(self, space: Space, direction: str) -> None:
+        key = (space, direction)
+        if key in self._warming:
+            return
+        thread = threading.Thread(target=self._warm, args=(space, direction), name="banditkit-warm-up")
+        self._warming[key] = thread
+        thread.start()
+
+    def _warm(self, space: Space, direction: str) -> None:
+        """Tell a throw-away optimiser ``n_startup_trials`` random points and ask once (with a pending point): the
+        jitted programs it traces and compiles are kept by JAX (and the surrogates, shared by optimisers of one
+        configuration, keep their compiled code), so the real optimiser built at the first model-based trial runs
+        them at once.  Its errors are left to that optimiser to raise."""
+        try:
+            opt = BayesOpt(space=space, surrogate=self._surrogate, acquisition=self._acquisition, direction=direction,
+                           seed=self._seed, n_initial=self._n_startup, **self._kwargs)
+            rng = np.random.default_rng(self._seed)
+            points = [space.decode(u) for u in space.sample(rng, self._n_startup + 1)]
+            opt.tell(points[:-1], rng.standard_normal(self._n_startup).tolist())
+            opt.ask(pending=points[-1:], seed=0)
+        except Exception:  # noqa: BLE001 - a warm-up only; the real optimiser reports the problem
+            _logger.debug("BanditkitSampler: the warm-up failed", exc_info=True)
 
     # the memo: an optimiser per study, caught up with the storage -------------------------------------------------
     def _memo(self, study: Study, space: Space, direction: str, complete: list[FrozenTrial]) -> _Memo:
