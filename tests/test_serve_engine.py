@@ -11,6 +11,7 @@ import pytest
 
 from banditkit.offline.serving import ServingAgent
 from banditkit.serve.engine import Engine, ServeConfig
+from banditkit.serve.status import render, summarize
 from banditkit.serve.validate import BadRequest, RankRequest, RewardRequest
 
 CFG = ServeConfig(spec="linear-thompson", context_dim=2, action_dim=0, max_actions=3, apprentice=True, draws=16,
@@ -55,6 +56,17 @@ def test_catalogue_apprentice_mode(tmp_path):
     ref.record([1.0, 2.0], {"z": 2, "x": 0}[e3["action_id"]], -1.0)
     for got, want in zip(jax.tree_util.tree_leaves(eng.srv.state), jax.tree_util.tree_leaves(ref.state), strict=True):
         np.testing.assert_allclose(np.asarray(got, float), np.asarray(want, float), rtol=1e-5, atol=1e-6)
+    # the status numbers: values by IPS on the observed rewards (apprentice: logged p = 1), the agent's agreement
+    s = summarize(eng)
+    assert s["counts"] == dict(events=3, rewards=3, observed=3, defaulted=0, pending=0)
+    v = s["values"]
+    assert v["rows"] == 3 and "baseline" not in v  # apprentice: the baseline is the served policy
+    assert v["served"]["value"] == pytest.approx((1.0 + 0.25 - 1.0) / 3)
+    assert v["uniform"]["value"] == pytest.approx(0.5 * (1.0 + 0.25 - 1.0) / 3)  # 1/2 of each 2-action request
+    agree = [b["apprentice"]["agent_probabilities"][0], a["apprentice"]["agent_probabilities"][1],
+             e3["apprentice"]["agent_probabilities"][0]]  # the agent's probability of each served baseline
+    assert v["agent_agreement"] == pytest.approx(np.mean(agree))
+    assert "Agent ↔ baseline agreement" in render(s)
     eng.close()
     # a restart on the same store must not contradict its settings
     with pytest.raises(ValueError, match="was made with num_actions='3'"):
