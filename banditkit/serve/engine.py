@@ -72,8 +72,6 @@ def check_config(cfg: ServeConfig) -> None:
     """Refuse settings that cannot work, saying which and why."""
     if cfg.context_dim < 0 or cfg.action_dim < 0:
         raise ValueError("--context-dim and --action-dim must be >= 0")
-    if cfg.context_dim + cfg.action_dim == 0 and cfg.action_dim > 0:
-        raise ValueError("an action row needs at least one number")
     if cfg.max_actions < 2:
         raise ValueError(f"--max-actions must be >= 2, got {cfg.max_actions}")
     if cfg.draws < 1 or cfg.max_batch < 1 or cfg.learn_batch < 1 or cfg.snapshot_every < 1:
