@@ -173,3 +173,17 @@ def test_reward_deadline_applies_the_default_reward(server):
     assert row == (-1.0, "default")
     status, ans = server.post("/reward", {"event_id": "late-1", "reward": 1.0})
     assert status == 409 and "reward deadline" in ans["error"]
+
+
+def test_the_benchmarks_load_generator_against_the_real_server(server):
+    """``python -m benchmarks serve``'s load generator: closed and open loop, with rewards; every request answered."""
+    from benchmarks.suites.serve_load import make_bodies, run_load
+
+    bodies = make_bodies(5, 2, 3, 3)
+    closed = run_load(server.port, bodies, rate=None, connections=2, seconds=0.5, prefix="lg-c", token=TOKEN)
+    assert closed.ok > 0 and closed.errors == 0 and closed.latencies_ms.size == closed.ok
+    opened = run_load(server.port, bodies, rate=20, connections=2, seconds=0.5, rewards=True, prefix="lg-o",
+                      token=TOKEN)
+    assert opened.sent == 10 and opened.ok == 10 and opened.rewards_ok == 10 and opened.errors == 0
+    with _db(server) as db:
+        assert db.execute("SELECT COUNT(*) FROM rewards WHERE event_id LIKE 'lg-o%'").fetchone()[0] == 10

@@ -43,8 +43,8 @@ def make_bodies(n: int, context_dim: int, action_dim: int, actions: int, seed: i
     return out
 
 
-def _request(path: str, body: bytes) -> bytes:
-    return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+def _request(path: str, body: bytes, auth: str = "") -> bytes:
+    return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n{auth}"
             f"Content-Length: {len(body)}\r\n\r\n").encode() + body
 
 
@@ -61,7 +61,8 @@ async def _read_response(reader: asyncio.StreamReader) -> int:
 
 
 async def _run(port: int, bodies: list[bytes], *, rate: float | None, connections: int, seconds: float,
-               rewards: bool, max_requests: int, prefix: str) -> LoadResult:
+               rewards: bool, max_requests: int, prefix: str, token: str | None) -> LoadResult:
+    auth = f"Authorization: Bearer {token}\r\n" if token else ""
     conns = [await asyncio.open_connection("127.0.0.1", port) for _ in range(connections)]
     idle: asyncio.Queue = asyncio.Queue()
     for c in conns:
@@ -74,7 +75,7 @@ async def _run(port: int, bodies: list[bytes], *, rate: float | None, connection
     async def one(i: int, due: float, conn) -> None:
         reader, writer = conn
         eid = f"{prefix}{i}"
-        writer.write(_request("/rank", b'{"event_id": "' + eid.encode() + b'", ' + bodies[i % len(bodies)]))
+        writer.write(_request("/rank", b'{"event_id": "' + eid.encode() + b'", ' + bodies[i % len(bodies)], auth))
         status = await _read_response(reader)
         done = time.perf_counter()
         if status == 200:
@@ -84,7 +85,7 @@ async def _run(port: int, bodies: list[bytes], *, rate: float | None, connection
             counts["err"] += 1
         if rewards and status == 200:
             writer.write(_request("/reward", b'{"event_id": "' + eid.encode() + b'", "reward": '
-                                  + (b"1.0" if i % 3 == 0 else b"0.0") + b"}"))
+                                  + (b"1.0" if i % 3 == 0 else b"0.0") + b"}", auth))
             if await _read_response(reader) == 200:
                 counts["rew"] += 1
 
@@ -127,7 +128,9 @@ async def _run(port: int, bodies: list[bytes], *, rate: float | None, connection
 
 
 def run_load(port: int, bodies: list[bytes], *, rate: float | None, connections: int = 32, seconds: float = 10.0,
-             rewards: bool = False, max_requests: int = 10**7, prefix: str = "ev") -> LoadResult:
-    """Drive ``/rank`` (and ``/reward``) on ``127.0.0.1:port`` (see the module docstring)."""
+             rewards: bool = False, max_requests: int = 10**7, prefix: str = "ev",
+             token: str | None = None) -> LoadResult:
+    """Drive ``/rank`` (and ``/reward``) on ``127.0.0.1:port`` (see the module docstring); ``token``: the bearer
+    token, when the server wants one."""
     return asyncio.run(_run(port, bodies, rate=rate, connections=connections, seconds=seconds, rewards=rewards,
-                            max_requests=max_requests, prefix=prefix))
+                            max_requests=max_requests, prefix=prefix, token=token))
