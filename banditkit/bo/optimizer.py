@@ -256,9 +256,9 @@ class BayesOpt:
         self._kernels = _acq.kernels(self._surrogate, self._config)
         k_init, self._key = jax.random.split(jax.random.PRNGKey(self.seed))
         self._fit = self._surrogate.init(k_init)
-        with self._surrogate.precision():
-            cands = search.sobol_points(self._config["n_candidates"], self.dim, seed=self.seed + 1)
-            self._candidates = jnp.asarray(self._snap(cands), self._surrogate.dtype)
+        # the Sobol candidates are made when first needed (an optimiser made only to check its arguments, e.g. by
+        # the Optuna sampler, then does not import SciPy's stats package, ~1-2 s)
+        self._candidates_value: jax.Array | None = None
 
         self._u = np.zeros((0, self.dim))  # unit-cube inputs told so far
         self._y = np.zeros((0,))  # raw values as told
@@ -440,6 +440,15 @@ class BayesOpt:
             f"BayesOpt(dim={self.dim}, surrogate={self.surrogate!r}, acquisition={self.acquisition!r}, "
             f"direction={self.direction!r}, n_evals={self.n_evals})"
         )
+
+    @property
+    def _candidates(self) -> jax.Array:
+        """The fixed Sobol candidate set ``(n_candidates, dim)`` (snapped to valid points), made on first use."""
+        if self._candidates_value is None:
+            with self._surrogate.precision():
+                cands = search.sobol_points(self._config["n_candidates"], self.dim, seed=self.seed + 1)
+                self._candidates_value = jnp.asarray(self._snap(cands), self._surrogate.dtype)
+        return self._candidates_value
 
     # the surrogate's fit, for notes and diagnostics -------------------------------------------------------------
     _state = property(lambda self: self._fit.state)
