@@ -114,6 +114,6 @@ def test_first_trial_table_means_cold_and_warm(tmp_path):
     csv = tmp_path / "bo_first_trial.csv"
     pd.DataFrame(rows).to_csv(csv, index=False)
     md = "\n".join(bo_first_trial.markdown(str(csv)))
-    assert "| cold | 1 | 2.00 ± 0.00 | 5.00 ± 0.00 | 9.00 ± 0.00 | 0.050 | 20.00 ± 0.00 | 1.0 |" in md
-    assert "| warm | 2 | 2.00 ± 0.00 | 2.00 ± 0.00 | 1.50 ± 0.50 | 0.050 | 9.00 ± 1.00 | 3.0 |" in md
+    assert "| 0 | cold | 1 | 2.00 ± 0.00 | 5.00 ± 0.00 | 9.00 ± 0.00 | 0.050 | 20.00 ± 0.00 | 1.0 |" in md
+    assert "| 0 | warm | 2 | 2.00 ± 0.00 | 2.00 ± 0.00 | 1.50 ± 0.50 | 0.050 | 9.00 ± 1.00 | 3.0 |" in md
     assert bo_first_trial.markdown(str(tmp_path / "none.csv")) == []

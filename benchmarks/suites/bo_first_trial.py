@@ -6,10 +6,12 @@ keeps compiled programs in a persistent cache (:mod:`banditkit.bo.compile_cache`
 machine compiles them.  Each repeat here: a fresh, empty cache folder; one process (*cold*) then ``warm_runs``
 processes (*warm*) on it, each ``python -m benchmarks.suites.bo_first_trial CHILD_JSON``: an in-memory Optuna study
 of ``ackley_mixed`` (:mod:`benchmarks.suites.bo_mixed`) with ``BanditkitSampler(seed, n_startup_trials=startup)``
-(the defaults: HiLoFi on a 3×180 MLP, Thompson sampling), ``startup`` random trials, then ``bo_trials`` model-based
-ones.  Timed in the child: the imports (Optuna, banditkit), the sampler's construction, the first model-based
-trial's ``suggest`` calls (the sampler works there), the mean of the following ones, and the process's seconds from
-its start to the first model-based answer.  Rows go to ``bo_first_trial.csv``; the table is a section of
+(the defaults: HiLoFi on a 3×180 MLP, Thompson sampling, its warm-up on), ``startup`` random trials — each
+evaluation the function plus a ``sleep_s`` sleep (0 by default: nothing for the sampler's warm-up thread to overlap)
+— then ``bo_trials`` model-based ones.  Timed in the child: the imports (Optuna, banditkit), the sampler's
+construction, the first model-based trial's ``suggest`` calls (the sampler works there, after waiting for its
+warm-up), the mean of the following ones, and the process's seconds from its start to the first model-based
+answer.  Rows go to ``bo_first_trial.csv``; the table is a section of
 ``bo_parallel.md``.
 """
 
@@ -57,6 +59,8 @@ def child(spec: dict) -> dict:
         seconds.append(time.perf_counter() - t)
         if first_answer is None and len(seconds) == spec["startup"] + 1:
             first_answer = time.perf_counter() - T0
+        if len(seconds) <= spec["startup"]:
+            time.sleep(spec.get("sleep_s", 0.0))  # a startup trial's objective
         study.tell(trial, task.value(params))
     bo = seconds[spec["startup"]:]
     return dict(import_s=imported, sampler_s=made, first_bo_s=bo[0], next_bo_s=float(np.mean(bo[1:])),
@@ -77,14 +81,15 @@ def _run_child(spec: dict, cache: str) -> dict:
 
 
 def measure(csv: str, repeats: int, warm_runs: int = 2, startup: int = 10, bo_trials: int = 4,
-            command: str = "") -> None:
+            command: str = "", sleep_s: float = 0.0) -> None:
     """``repeats`` × (one cold process, ``warm_runs`` warm ones), rows appended to ``csv`` as they finish."""
     for r in range(repeats):
         with tempfile.TemporaryDirectory(prefix="bo_first_trial-cache-") as cache:
             for k in range(1 + warm_runs):
                 load_before = os.getloadavg()[0]
-                spec = dict(seed=r, startup=startup, bo_trials=bo_trials)
+                spec = dict(seed=r, startup=startup, bo_trials=bo_trials, sleep_s=sleep_s)
                 row = dict(repeat=r, cache="cold" if k == 0 else "warm", run=k, startup=startup, bo_trials=bo_trials,
+                           sleep_s=sleep_s,
                            **_run_child(spec, cache), load_before=load_before,
                            cache_files=len(os.listdir(cache)) if os.path.isdir(cache) else 0,
                            **{**provenance.row_provenance(), **({"command": command} if command else {})})
@@ -101,15 +106,17 @@ def markdown(csv: str) -> list[str]:
     df = pd.read_csv(csv)
     lines = ["## The first model-based trial of a fresh process: cold vs warm compilation cache", "",
              " ".join(__doc__.split("\n\n")[1].split()), "",
-             "| cache | processes | imports s | sampler set-up s | first model-based trial s | later trials s | "
-             "process start → first model-based answer s | load (1 min, before) |",
-             "|---|---|---|---|---|---|---|---|"]
-    for cache in ("cold", "warm"):
-        g = df[df.cache == cache]
-        if len(g):
-            cells = " | ".join(f"{g[c].mean():.2f} ± {se(g[c]):.2f}" if c != "next_bo_s"
-                               else f"{g[c].mean():.3f}" for c in COLUMNS)
-            lines.append(f"| {cache} | {len(g)} | {cells} | {g.load_before.mean():.1f} |")
+             "| startup trials' sleep s | cache | processes | imports s | sampler set-up s | first model-based trial "
+             "s | later trials s | process start → first model-based answer s | load (1 min, before) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    df = df.assign(sleep_s=df["sleep_s"].fillna(0.0) if "sleep_s" in df else 0.0)
+    for sleep_s, by in df.groupby("sleep_s", sort=True):
+        for cache in ("cold", "warm"):
+            g = by[by.cache == cache]
+            if len(g):
+                cells = " | ".join(f"{g[c].mean():.2f} ± {se(g[c]):.2f}" if c != "next_bo_s"
+                                   else f"{g[c].mean():.3f}" for c in COLUMNS)
+                lines.append(f"| {sleep_s:g} | {cache} | {len(g)} | {cells} | {g.load_before.mean():.1f} |")
     lines += ["", f"Rows: `{os.path.basename(csv)}`.", ""]
     return lines
 

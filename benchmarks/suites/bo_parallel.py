@@ -316,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compile-cache", default="",
                    help="the workers' XLA compilation cache (default: JAX_COMPILATION_CACHE_DIR if set, else a "
                         "temporary folder removed at the end)")
+    p.add_argument("--first-trial-sleep", type=float, default=0.0, metavar="SECONDS",
+                   help="a sleep in each startup trial of the first-trial measurement (default 0), which the sampler's "
+                        "warm-up can overlap")
     p.add_argument("--keep-journals", default="", metavar="DIR",
                    help="copy each recorded run's JournalStorage file into DIR (TASK_SAMPLER_wW_sSEED.log)")
     p.add_argument("--run-timeout", type=float, default=1800.0, help="seconds one run's workers may take")
@@ -355,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
         done = {tuple(r) for r in old[KEY].itertuples(index=False)}
     first = os.path.join(args.out, "bo_first_trial.csv")
     if args.first_trial_repeats > 0 and "banditkit" in samplers and not os.path.exists(first):
-        bo_first_trial.measure(first, args.first_trial_repeats, command=command)
+        bo_first_trial.measure(first, args.first_trial_repeats, command=command, sleep_s=args.first_trial_sleep)
         if os.path.exists(csv):
             report(args.out, command)
     own_cache = None
