@@ -197,8 +197,10 @@ def test_unit_lowrank_prior_reads_the_agents_prior_rows_and_the_envs_contexts():
     from banditkit.agents.factory import DEFAULT_HYPER
 
     env = gym.make("banditkit/Mushroom-v0", max_steps=8)
-    agent = make_agent("lrkf-thompson", env)
+    agent = make_agent("lrkf-thompson", env, obs_noise=0.1)  # one filter (make_agent's default is a noise mixture)
     assert agent.posterior.hyper["init_cov"] == DEFAULT_HYPER["lrkf"]["init_cov"]  # the rule is not the default
+    assert priors.unit_lowrank_prior(env, make_agent("lrkf-thompson", env)) == pytest.approx(
+        priors.unit_lowrank_prior(env, agent), rel=1e-6)  # the mixture's members share these prior rows
     value = priors.unit_lowrank_prior(env, agent)
     # recomputed by hand: the agent's own prior rows (C_0 / √σ²) and the gradients of its outputs, float64
     state = agent.init(jax.random.PRNGKey(0), env.unwrapped.functional(0, 1).contexts[0]).posterior

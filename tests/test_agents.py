@@ -308,7 +308,8 @@ def test_default_low_rank_agents_learn_outside_their_initial_factor(name):
     subspace (benchmarks/results/diag_dynamics.md); make_agent's LRKF and LoLoFi default to q = 1e-4 so they don't."""
     blocks = [("mean", "cov")] if name == "lrkf" else [("mean_hidden", "cov_hidden"), ("mean_last", "cov_last")]
     for post, moves_out in ((None, True), (dict(dynamics_cov=0.0), False)):
-        agent = make_agent(f"{name}-thompson", _env("mlp"), posterior_kwargs=post)
+        # a fixed variance and scale: the test is about the dynamics (a learned scale moves the mean by its ratio)
+        agent = make_agent(f"{name}-thompson", _env("mlp"), posterior_kwargs=post, obs_noise=0.01, reward_scale=1.0)
         hyper = agent.posterior.hyper
         q = [hyper["dynamics_cov"]] if name == "lrkf" else [hyper["dynamics_cov_hidden"], hyper["dynamics_cov_last"]]
         assert q == [1e-4 if post is None else 0.0] * len(q)

@@ -321,8 +321,8 @@ def unit_lowrank_prior(env, agent, rounds: int = ROUNDS) -> float | None:
     except (TypeError, ValueError, NotImplementedError):
         return None
     state = agent.init(jax.random.PRNGKey(0), contexts[0]).posterior
-    while hasattr(state, "inner"):  # a learned-noise wrapper (posteriors.noise) around the LRKF state
-        state = state.inner
+    while hasattr(state, "inner") or hasattr(state, "members"):  # a learned-noise wrapper (posteriors.noise) or an
+        state = state.inner if hasattr(state, "inner") else state.members[0]  # evidence mixture (same prior rows)
     c0 = state.cov.dense()  # (d, P) = √init_cov · Q
     rows = c0 / jnp.sqrt(jnp.sum(c0**2, axis=1, keepdims=True))
     space = state.space
