@@ -26,9 +26,8 @@ from banditkit.environments.functional import FunctionalBandit
 
 def _table(name: str, value: Any, shape0: int | None = None, ndim: int | None = None) -> np.ndarray:
     arr = np.asarray(value)
-    if not np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_:
-        if arr.dtype != np.bool_:
-            raise TypeError(f"{name} must be numeric, got dtype {arr.dtype}")
+    if arr.dtype != np.bool_ and not np.issubdtype(arr.dtype, np.number):
+        raise TypeError(f"{name} must be numeric, got dtype {arr.dtype}")
     if ndim is not None and arr.ndim != ndim:
         raise ValueError(f"{name} must have {ndim} axes, got shape {arr.shape}")
     if arr.ndim < 1 or arr.shape[0] == 0:
@@ -68,6 +67,7 @@ class ArrayBandit(TableBandit):
         super().__init__(x.shape[0] if max_steps is None else max_steps)
         self._x, self._r, self._e, self.shuffle = x, r, e, bool(shuffle)
         self._x.setflags(write=False)
+        self._pool_np = self._x  # every episode shows rows of the whole table: one pool, shared by all seeds
         self.num_actions = int(r.shape[1])
         self.observation_space = data_box(x)
         self.action_space = gym.spaces.Discrete(self.num_actions)
@@ -77,28 +77,15 @@ class ArrayBandit(TableBandit):
         """Whether expected rewards were given (regret can be computed)."""
         return self._e is not None
 
-    def _rows(self, seed: int, steps: int) -> np.ndarray:
-        n = self._x.shape[0]
-        if not self.shuffle:
-            return np.arange(steps) % n
-        (rng,) = streams(seed, 1)
-        return row_order(rng, n, steps, replace=False)
-
     def _episode(self, seed: int, steps: int) -> Episode:
-        rows = self._rows(seed, steps)
+        n = self._x.shape[0]
+        if self.shuffle:
+            (rng,) = streams(seed, 1)
+            rows = row_order(rng, n, steps, replace=False)
+        else:
+            rows = np.arange(steps) % n
         expected = self._e[rows] if self._e is not None else np.full((steps, self.num_actions), np.nan, np.float32)
-        self._pool_np = self._x
         return Episode(self._x, rows.astype(np.int32), self._r[rows], expected)
-
-    def stream(self, seed: int, steps: int):
-        import jax.numpy as jnp
-
-        from banditkit.environments.functional import BanditStream
-
-        rows = self._rows(seed, steps)
-        if self._pool_jax is None:
-            self._pool_jax = jnp.asarray(self._x)
-        return BanditStream(self._pool_jax, jnp.asarray(rows, jnp.int32), jnp.asarray(self._r[rows]))
 
     def oracle(self, seed: int, steps: int):
         if self._e is None:

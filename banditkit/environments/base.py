@@ -153,23 +153,31 @@ class TableBandit(gym.Env):
         return Episode(ctx, np.asarray(ep.index, np.int32),
                        np.asarray(ep.rewards, np.float32), np.asarray(ep.expected, np.float32))
 
+    def _jax_contexts(self, ep: Episode):
+        """``ep``'s contexts as a JAX array: the shared pool converted once per env, other pools per call."""
+        import jax.numpy as jnp
+
+        if ep.contexts is self._pool_np and self._pool_np is not None:
+            if self._pool_jax is None:
+                self._pool_jax = jnp.asarray(self._pool_np)
+            return self._pool_jax
+        return jnp.asarray(ep.contexts)
+
     def functional(self, seed: int, steps: int) -> FunctionalBandit:
         """The episode of ``reset(seed=seed)`` as JAX arrays (first ``steps`` rounds)."""
         import jax.numpy as jnp
 
         ep = self.episode(seed, steps)
-        if ep.contexts is self._pool_np and self._pool_np is not None:
-            if self._pool_jax is None:
-                self._pool_jax = jnp.asarray(self._pool_np)
-            contexts = self._pool_jax
-        else:
-            contexts = jnp.asarray(ep.contexts)
-        return FunctionalBandit(contexts, jnp.asarray(ep.index), jnp.asarray(ep.rewards), jnp.asarray(ep.expected))
+        return FunctionalBandit(self._jax_contexts(ep), jnp.asarray(ep.index), jnp.asarray(ep.rewards),
+                                jnp.asarray(ep.expected))
 
     def stream(self, seed: int, steps: int) -> BanditStream:
         """What a loop plays for ``reset(seed=seed)``: the contexts and realised rewards of the first ``steps`` rounds
         (no expected rewards: see :mod:`banditkit.environments.functional`)."""
-        return self.functional(seed, steps).stream
+        import jax.numpy as jnp
+
+        ep = self.episode(seed, steps)
+        return BanditStream(self._jax_contexts(ep), jnp.asarray(ep.index), jnp.asarray(ep.rewards))
 
     def oracle(self, seed: int, steps: int) -> Any:
         """The expected reward of every arm, ``(steps, K)`` JAX array, for regret only (never an agent's input)."""

@@ -68,15 +68,6 @@ def has_play_stream(u) -> bool:
     return hasattr(u, "stream") or hasattr(u, "functional")
 
 
-def play_stream(u, seed: int, steps: int):
-    """``u.stream(seed, steps)`` (contexts, index, rewards), or the play part of ``u.functional`` for an env written
-    before the split (:mod:`banditkit.environments.functional`)."""
-    if hasattr(u, "stream"):
-        return u.stream(seed, steps)
-    fb = u.functional(seed, steps)
-    return fb.stream if hasattr(fb, "stream") else fb
-
-
 def has_oracle(u) -> bool:
     """Whether the env offers expected rewards for regret: ``has_oracle`` when it says, else an ``oracle`` or
     ``functional`` method."""
@@ -86,14 +77,24 @@ def has_oracle(u) -> bool:
     return hasattr(u, "oracle") or hasattr(u, "functional")
 
 
-def expected_rewards(u, seed: int, steps: int, shape) -> np.ndarray:
-    """The expected rewards ``(steps, K)`` of ``u`` for regret (``oracle``, else ``functional(...).expected``), or NaN
-    of ``shape`` when the env has none (:func:`has_oracle`)."""
+def _play_part(fb):
+    """The play part of a functional form: its ``stream``, or the object itself (an env's own tuple with
+    ``contexts``, ``index``, ``rewards``)."""
+    return fb.stream if hasattr(fb, "stream") else fb
+
+
+def episode_arrays(u, seed: int, steps: int):
+    """``(play, expected)`` of seed ``seed``: what the agent plays (a stream: contexts, index, realised rewards) and
+    the expected rewards ``(steps, K)`` for regret — NaN when the env has none (:func:`has_oracle`).  An env with a
+    functional form and an oracle builds its episode once (``functional``), split here; otherwise ``stream`` (or the
+    play part of ``functional``) and ``oracle``."""
+    if has_oracle(u) and hasattr(u, "functional"):
+        fb = u.functional(seed, steps)
+        return _play_part(fb), np.asarray(fb.expected)
+    play = u.stream(seed, steps) if hasattr(u, "stream") else _play_part(u.functional(seed, steps))
     if not has_oracle(u):
-        return np.full(shape, np.nan, np.float32)
-    if hasattr(u, "oracle"):
-        return np.asarray(u.oracle(seed, steps))
-    return np.asarray(u.functional(seed, steps).expected)
+        return play, np.full(np.shape(play.rewards), np.nan, np.float32)
+    return play, np.asarray(u.oracle(seed, steps))
 
 
 def seed_inputs(u, seeds: Sequence[int], steps: int, total: int, rows: Sequence[int]) -> tuple[dict, np.ndarray, bool]:
@@ -105,12 +106,12 @@ def seed_inputs(u, seeds: Sequence[int], steps: int, total: int, rows: Sequence[
     ``steps`` to ``total`` by repeating the last round; ``contexts`` is the env's pool ``(N, ...)`` when every seed
     shares it (``shared``), else the per-seed pools zero-padded to a common size, ``(L, N_max, ...)``.
     """
-    plays = [play_stream(u, s, steps) for s in seeds]  # what the agent plays: contexts and realised rewards
+    # what the agent plays (contexts, realised rewards) and, for regret only, the simulator's expected rewards (NaN
+    # where the env has none): the expected rewards never enter the agent's program
+    plays, oracles = zip(*(episode_arrays(u, s, steps) for s in seeds), strict=True)
     for s, fb in zip(seeds, plays, strict=True):
         if np.shape(fb.index)[0] < steps or np.shape(fb.rewards)[0] < steps:
             raise ValueError(f"env.stream({s}, {steps}) returned fewer than {steps} rounds")
-    # the simulator's expected rewards, for regret only (NaN where the env has none): never an input of the agent
-    oracles = [expected_rewards(u, s, steps, np.shape(fb.rewards)) for s, fb in zip(seeds, plays, strict=True)]
     shared = _same_pool([fb.contexts for fb in plays])
     pick = lambda xs: [xs[i] for i in rows]
 
