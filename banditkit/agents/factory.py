@@ -78,7 +78,6 @@ DEFAULT_POLICY_HYPER: dict[str, dict] = {
 #: against the old oracle-read rule in ``benchmarks/studies/honest_defaults``.
 NOISE_GRID: tuple[float, ...] = (1e-3, 1e-2, 1e-1)
 NOISE_MIXTURE_BACKENDS = ("hilofi", "lrkf")
-NOISE_DISCOUNT = 1.0
 OBS_NOISE = 0.1
 #: LoFi: 10⁻³, a tempering of its predictive spread, not a noise estimate — LoFi keeps an observation's information
 #: that does not fit its rank-``L`` factor only through the diagonal of its precision, so its Thompson draws stay wide
@@ -230,7 +229,7 @@ def make_agent(
         kwargs["reward_scale"] = AUTO
         fixed = lik is not None or "obs_noise" in agent_kwargs or agent_kwargs.get("adaptive_noise")
         if not fixed and post_name in NOISE_MIXTURE_BACKENDS:
-            factory = noise_mixture(factory, NOISE_GRID, NOISE_DISCOUNT)
+            factory = noise_mixture(factory, NOISE_GRID)
         elif not fixed:
             kwargs["obs_noise"] = min(OBS_NOISE, MAX_OBS_NOISE.get(post_name, OBS_NOISE))
     kwargs.update(agent_kwargs)

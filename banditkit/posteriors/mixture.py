@@ -43,8 +43,7 @@ def gaussian_log_density(y: Array, mean: Array, cov: Array) -> Array:
     return -0.5 * jnp.sum(z**2) - jnp.sum(jnp.log(jnp.diag(chol))) - 0.5 * c * jnp.log(2 * jnp.pi)
 
 
-def evidence_mixture(members: Sequence[Posterior], name: str = "mixture", hyper: dict | None = None,
-                     discount: float = 1.0) -> Posterior:
+def evidence_mixture(members: Sequence[Posterior], name: str = "mixture", hyper: dict | None = None) -> Posterior:
     """The evidence-weighted mixture of ``members`` (module docstring).  Each member's ``init`` takes the same
     arguments (``init(params, example_x=None, **overrides)`` is forwarded to every member)."""
     members = tuple(members)
@@ -70,7 +69,7 @@ def evidence_mixture(members: Sequence[Posterior], name: str = "mixture", hyper:
             yhat, cov = m.predictive(s, x)
             evidence.append(gaussian_log_density(y.astype(yhat.dtype), yhat, cov))
             states.append(m.update(s, x, y))
-        logw = discount * state.log_weights + jnp.stack(evidence).astype(state.log_weights.dtype)
+        logw = state.log_weights + jnp.stack(evidence).astype(state.log_weights.dtype)
         logw = jnp.where(jnp.isfinite(logw), logw, -jnp.inf)
         logw = jax.nn.log_softmax(jnp.where(jnp.any(jnp.isfinite(logw)), logw, state.log_weights))
         return MixtureState(tuple(states), logw)
@@ -117,7 +116,7 @@ def evidence_mixture(members: Sequence[Posterior], name: str = "mixture", hyper:
                      sample_outputs=sample_outputs, rescale=rescale)
 
 
-def noise_mixture(factory: Callable, obs_noises: Sequence[float], discount: float = 1.0) -> Callable:
+def noise_mixture(factory: Callable, obs_noises: Sequence[float]) -> Callable:
     """A backend factory ``(apply_fn, likelihood, **hyper) -> Posterior``: the evidence mixture of ``factory``'s
     posteriors under ``Gaussian(R)`` for each ``R`` in ``obs_noises`` (the given likelihood only has to be Gaussian:
     its own variance is replaced by the members')."""
@@ -132,8 +131,7 @@ def noise_mixture(factory: Callable, obs_noises: Sequence[float], discount: floa
                              "likelihood")
         members = [factory(apply_fn, Gaussian(r), **hyper) for r in noises]
         return evidence_mixture(members, name=f"noise_mixture({members[0].name})",
-                                hyper={"obs_noises": noises, "discount": discount, **dict(members[0].hyper)},
-                                discount=discount)
+                                hyper={"obs_noises": noises, **dict(members[0].hyper)})
 
     build.__name__ = f"noise_mixture({inner})"
     build.__wrapped__ = factory  # accepts_keyword reads the member factory's signature

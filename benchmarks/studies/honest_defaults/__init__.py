@@ -11,6 +11,9 @@ Variants (``env -> agent``; HiLoFi-TS unless named):
 ``honest_const``   ``honest`` with one ``obs_noise = 0.1`` (the mixture's ablation);
 ``linear``         ``make_agent("linear-thompson", env)``;
 ``linear_oracle``  linear-TS with the old oracle scale;
+``lrkf``           LRKF-TS with ``obs_noise = 0.1`` (make_agent's before the second addendum);
+``lrkf_mix``       ``make_agent("lrkf-thompson", env)``: the evidence mixture (the second addendum adopted it);
+``lrkf_oracle``    LRKF-TS with the old defaults;
 ``*_v1``           ``honest``, ``honest_const``, ``linear`` as first pre-registered and run: a learned scale that
                    grows leaves the posterior as it is (``rescale=None``); make_agent now moves the posterior's
                    mean outputs by ``s_old / s_new`` (``rescale="mean"``, the README's addendum).
@@ -52,18 +55,6 @@ def _oracle_hilofi(env):
     return make_agent("hilofi-thompson", env, reward_scale=scale, obs_noise=noise, **kw)
 
 
-def _lrkf_mixture(env):
-    """LRKF-TS with HiLoFi's evidence mixture over ``NOISE_GRID`` (the README's second addendum)."""
-    from banditkit.agents import factory
-
-    kept = factory.NOISE_MIXTURE_BACKENDS
-    factory.NOISE_MIXTURE_BACKENDS = (*kept, "lrkf")
-    try:
-        return make_agent("lrkf-thompson", env)
-    finally:
-        factory.NOISE_MIXTURE_BACKENDS = kept
-
-
 def agent_factory(variant: str):
     """``env -> agent`` of a variant (module docstring)."""
     if variant == "oracle":
@@ -82,10 +73,10 @@ def agent_factory(variant: str):
         return lambda env: make_agent("linear-thompson", env, rescale=None)
     if variant == "honest_exact":
         return lambda env: make_agent("hilofi-thompson", env, rescale="exact")
-    if variant == "lrkf":
+    if variant == "lrkf":  # the constant it had before the second addendum, passed explicitly
+        return lambda env: make_agent("lrkf-thompson", env, obs_noise=0.1)
+    if variant == "lrkf_mix":  # make_agent's LRKF-TS since the second addendum adopted the mixture
         return lambda env: make_agent("lrkf-thompson", env)
-    if variant == "lrkf_mix":
-        return _lrkf_mixture
     if variant == "lrkf_oracle":
         return lambda env: oracle.make_agent_as_before("lrkf-thompson", env)
     if variant == "linear_oracle":
