@@ -9,7 +9,7 @@ import numpy as np
 import optax
 import pandas as pd
 import pytest
-from test_experiments import ToyBandit
+from toys import ToyBandit
 
 from banditkit.agents import BanditAgent
 from banditkit.models import MLP

@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 from scipy.stats import binom
 from threadpoolctl import threadpool_limits
+from toys import REPO
 
 import banditkit as bk
 from benchmarks.harness import merge, run, tables
@@ -80,7 +81,7 @@ def test_a_peer_frame_has_the_runner_columns_and_the_agents_data():
         return made[-1]
 
     df, timing = play.run_peer(env, "recorder", 40, [0, 3], make=make)
-    assert list(df.columns) == bk.experiments.runner.COLUMNS
+    assert list(df.columns) == bk.experiments.COLUMNS
     for learner, seed in zip(made, [0, 3], strict=True):
         fb = env.unwrapped.functional(seed, 40)
         index = np.asarray(fb.index)
@@ -196,7 +197,7 @@ def test_the_suite_runs_agents_and_peers_into_one_table(tmp_path, monkeypatch, c
 def test_overview_rewrite_keeps_the_hand_written_run_notes(tmp_path):
     import shutil
 
-    results = os.path.join(os.path.dirname(__file__), os.pardir, "benchmarks", "results")
+    results = os.path.join(REPO, "benchmarks", "results")
     shutil.copy(os.path.join(results, "headline_shuttle_seeds.csv"), tmp_path)  # the committed 20-seed rows
     (tmp_path / "headline.md").write_text("# old\n\n**Run note (by hand):** kept.\n\nits second paragraph.\n")
     for _ in range(2):  # a re-run or --render rewrites the overview: the notes stay, once

@@ -5,61 +5,17 @@ import os
 import subprocess
 import sys
 import textwrap
-from typing import NamedTuple
 
-import gymnasium
 import jax
 import numpy as np
 import pandas as pd
 import pytest
+from toys import TESTS_DIR, ToyBandit
 
 import banditkit as bk
 from banditkit.agents import BanditAgent
 from banditkit.experiments import COLUMNS, compare, run, summarize
 from banditkit.models import MLP
-
-
-class ToyFunctional(NamedTuple):
-    contexts: np.ndarray  # (N, D) or (N, K, D)
-    index: np.ndarray  # (steps,)
-    rewards: np.ndarray  # (steps, K)
-    expected: np.ndarray  # (steps, K)
-
-
-class ToyBandit(gymnasium.Env):
-    """Linear contextual bandit: a fixed pool of N(0, I) contexts, expected reward x·w_a, reward = expected + noise.
-    ``reset(seed)`` and ``functional(seed, steps)`` build the same (prefix-consistent) table."""
-
-    metadata = {"render_modes": []}
-
-    def __init__(self, num_actions=3, dim=4, pool=50, max_steps=1000):
-        self.num_actions, self.dim, self.pool, self.max_steps = num_actions, dim, pool, max_steps
-        self.per_arm_features, self.default_model, self.task = False, "mlp", "bandit"
-        self.observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (dim,), np.float32)
-        self.action_space = gymnasium.spaces.Discrete(num_actions)
-
-    def functional(self, seed, steps):
-        rng = np.random.default_rng(seed)
-        w = rng.normal(size=(self.dim, self.num_actions)).astype(np.float32)
-        contexts = rng.normal(size=(self.pool, self.dim)).astype(np.float32)
-        index = rng.integers(0, self.pool, size=self.max_steps).astype(np.int32)[:steps]
-        noise = 0.1 * rng.normal(size=(self.max_steps, self.num_actions)).astype(np.float32)[:steps]
-        expected = contexts[index] @ w
-        return ToyFunctional(contexts, index, (expected + noise).astype(np.float32), expected.astype(np.float32))
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self._fb, self._t = self.functional(0 if seed is None else seed, self.max_steps), 0
-        return self._fb.contexts[self._fb.index[0]], {}
-
-    def step(self, action):
-        fb, t = self._fb, self._t
-        exp = fb.expected[t]
-        info = dict(expected_rewards=exp, optimal_reward=float(exp.max()), regret=float(exp.max() - exp[action]))
-        self._t += 1
-        obs = fb.contexts[fb.index[min(self._t, self.max_steps - 1)]]
-        return obs, float(fb.rewards[t, action]), False, self._t >= self.max_steps, info
-
 
 STEPS, SEEDS = 40, [0, 1, 2]
 
@@ -194,7 +150,7 @@ def test_subspace_warmup_same_in_both_loops(chunk):
 
 
 def test_compiled_segments_end_at_the_warmup_round():
-    from banditkit.experiments.runner import _segments
+    from banditkit.experiments.compiled_loop import _segments
 
     assert _segments(10, 4, 0) == [(0, 4), (4, 4), (8, 4)]
     assert _segments(13, 4, 6) == [(0, 4), (4, 2), (6, 4), (10, 4)]
@@ -213,8 +169,9 @@ SHARDED = textwrap.dedent(
     """
     import json, sys
     import jax
-    sys.path.insert(0, {tests!r})
-    from test_experiments import ToyBandit, _agent, STEPS, SEEDS
+    sys.path[:0] = {paths!r}
+    from toys import ToyBandit
+    from test_experiments import _agent, STEPS, SEEDS
     from banditkit.experiments import run
     assert len(jax.local_devices()) == 2, jax.local_devices()
     df = run(ToyBandit(), _agent(), STEPS, SEEDS, compiled=True, progress=False, chunk_size=15, name="ekf-ts")
@@ -230,7 +187,7 @@ def test_seeds_sharded_over_two_devices_give_the_same_runs(compiled_run):
     # reference run in this process did, with the cheap pipeline
     flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2".strip()
     env = dict(os.environ, XLA_FLAGS=flags, JAX_PLATFORMS="cpu")
-    code = SHARDED.format(tests=os.path.dirname(__file__))
+    code = SHARDED.format(paths=[os.path.dirname(os.path.abspath(__file__)), TESTS_DIR])
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     res = json.loads(out.stdout.split("JSON", 1)[1])

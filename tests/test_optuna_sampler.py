@@ -14,6 +14,8 @@ import pytest
 
 optuna = pytest.importorskip("optuna")
 
+from toys import REPO, TESTS_DIR  # noqa: E402
+
 from banditkit.integrations.optuna import BanditkitSampler, to_space  # noqa: E402
 
 SMALL = dict(features=(16, 16), surrogate_kwargs=dict(rank=2), n_candidates=64)
@@ -217,7 +219,7 @@ def test_two_worker_processes_share_one_journal_storage(tmp_path):
     script.write_text(WORKER)
     here = os.path.dirname(os.path.abspath(__file__))
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": os.pathsep.join(
-        [os.path.dirname(here), os.environ.get("PYTHONPATH", "")])}
+        [REPO, TESTS_DIR, os.environ.get("PYTHONPATH", "")])}
     procs = [subprocess.Popen([sys.executable, str(script), path, str(w), here], env=env, stderr=subprocess.PIPE)
              for w in range(2)]
     for p in procs:

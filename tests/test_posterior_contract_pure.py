@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_experiments import ToyBandit
+from toys import ToyBandit
 
 import banditkit as bk
 from banditkit import checkpoint

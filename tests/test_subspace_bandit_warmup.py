@@ -4,7 +4,7 @@ variants are make_agent's default with one change each, and the warm-up fit they
 import jax
 import numpy as np
 import optax
-from test_experiments import ToyBandit
+from toys import ToyBandit
 
 from banditkit.agents import BanditAgent, make_agent
 from banditkit.models import MLP

@@ -1,11 +1,10 @@
 """bk.sweep: a hyper-parameter × seed grid in one compiled program equals the same points run one by one."""
 
-from typing import NamedTuple
 
-import gymnasium
 import numpy as np
 import pandas as pd
 import pytest
+from toys import ToyBandit
 
 import banditkit as bk
 from banditkit.experiments import grid as G
@@ -13,33 +12,8 @@ from banditkit.experiments.sweep import sweep
 from banditkit.models import MLP
 
 
-class TinyFunctional(NamedTuple):
-    contexts: np.ndarray
-    index: np.ndarray
-    rewards: np.ndarray
-    expected: np.ndarray
-
-
-class TinyBandit(gymnasium.Env):
-    """Linear bandit on a fixed pool of N(0, I) contexts: expected reward ``x·w_a``, reward = expected + noise;
-    ``functional(seed, steps)`` is the whole table (enough for the compiled loop, which is all a sweep runs)."""
-
-    metadata = {"render_modes": []}
-
-    def __init__(self, num_actions=3, dim=4, pool=40):
-        self.num_actions, self.dim, self.pool = num_actions, dim, pool
-        self.per_arm_features, self.default_model, self.task, self.max_steps = False, "mlp", "bandit", 10_000
-        self.observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (dim,), np.float32)
-        self.action_space = gymnasium.spaces.Discrete(num_actions)
-
-    def functional(self, seed, steps):
-        rng = np.random.default_rng(seed)
-        w = rng.normal(size=(self.dim, self.num_actions)).astype(np.float32)
-        contexts = rng.normal(size=(self.pool, self.dim)).astype(np.float32)
-        index = rng.integers(0, self.pool, size=steps).astype(np.int32)
-        expected = contexts[index] @ w
-        noise = 0.3 * rng.normal(size=expected.shape).astype(np.float32)
-        return TinyFunctional(contexts, index, (expected + noise).astype(np.float32), expected.astype(np.float32))
+def TinyBandit():  # noqa: N802  (the sweep tests' bandit: a smaller pool, noisier rewards)
+    return ToyBandit(pool=40, noise=0.3)
 
 
 SPEC = "ekf-ts"

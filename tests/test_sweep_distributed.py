@@ -20,6 +20,7 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from test_sweep import TinyBandit, model  # noqa: E402
+from toys import REPO, TESTS_DIR  # noqa: E402
 
 from banditkit.experiments.sweep import sweep  # noqa: E402
 
@@ -36,7 +37,7 @@ def run_grid(**kwargs):
 WORKER = textwrap.dedent(
     """
     import json, sys
-    sys.path.insert(0, {here!r})
+    sys.path[:0] = [{here!r}, {tests!r}]
     pid = int(sys.argv[1])
     if pid >= 0:  # join the multi-process runtime before any JAX computation
         from banditkit.experiments.placement import initialize
@@ -63,7 +64,7 @@ def _env(devices: int) -> dict:
     """The workers' environment: the suite's compiler flags (tests/conftest.py) kept, the device count added."""
     flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}".strip()
     env = dict(os.environ, XLA_FLAGS=flags, JAX_PLATFORMS="cpu")
-    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(HERE), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([REPO, env.get("PYTHONPATH", "")])
     return env
 
 
@@ -91,7 +92,7 @@ def _same(frame: pd.DataFrame, ref: pd.DataFrame):
 
 
 def test_four_host_devices_give_the_one_device_frame(one_device, tmp_path):
-    code = WORKER.format(here=HERE, port=0, out=str(tmp_path))
+    code = WORKER.format(here=HERE, tests=TESTS_DIR, port=0, out=str(tmp_path))
     res = subprocess.run([sys.executable, "-c", code, "-1"], env=_env(4), capture_output=True, text=True,
                          timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -104,7 +105,7 @@ def test_four_host_devices_give_the_one_device_frame(one_device, tmp_path):
 def test_two_processes_with_jax_distributed_give_the_one_device_frame(one_device, tmp_path):
     """Two processes of two devices each: one global mesh of 4 devices; each process runs 2 of the 8 lanes' pairs,
     both get the whole frame, and only process 0 writes the CSV."""
-    code = WORKER.format(here=HERE, port=_free_port(), out=str(tmp_path))
+    code = WORKER.format(here=HERE, tests=TESTS_DIR, port=_free_port(), out=str(tmp_path))
     procs = [subprocess.Popen([sys.executable, "-c", code, str(pid)], env=_env(2), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for pid in (0, 1)]
     try:
