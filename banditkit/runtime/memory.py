@@ -2,18 +2,17 @@
 
 XLA:CPU allocates every output buffer of a jitted step with ``malloc``.  glibc serves blocks above its mmap
 threshold (dynamic, at most 32 MiB) with a fresh ``mmap`` and gives them back with ``munmap`` on free, so a
-filter whose state holds ``(P, r)`` factors of tens of MB page-faults those buffers in again on every step.
-Measured on the 2-core benchmark machine (jax 0.10.2): writing a fresh ``(10⁶, 11)`` float32 array took ~25 ms
-with glibc's defaults against ~4 ms with the memory kept; one predict + update of HiLoFi / LRKF / LoLoFi on a
-1M-parameter MLP at rank 10 went from 42 / 35 / 46 ms to 14 / 13 / 13 ms (same load).
+filter whose state holds ``(P, r)`` factors of tens of MB page-faults those buffers in again on every step, and its
+step time grows faster than its bytes (``benchmarks/studies/scale_1m``: 2.3–2.8× faster at 1M parameters with the
+memory kept).
 
 :func:`keep_freed_memory` tells glibc to serve large blocks from the heap and to keep freed memory for reuse
-(``mallopt``: ``M_MMAP_THRESHOLD`` 1 GiB, ``M_TRIM_THRESHOLD`` 2 GiB, ``M_TOP_PAD`` 256 MiB).  It is not free: the
-process keeps its peak heap, and for factors well below 32 MiB it was slower in back-to-back runs here (HiLoFi rank
-50 on LeNet5, 12 MB factors: 4.1–4.4 ms per step with glibc's defaults, 5.0–5.4 ms with this).  It is a setting of
-the whole process, so nothing in the library applies it (``import banditkit`` does not import
-:mod:`banditkit.runtime`): call it from a script whose factors are tens of MB or more (``python -m benchmarks speed
---keep-freed-memory`` measures both).  ``BANDITKIT_MALLOC=system`` in the environment makes it a no-op.
+(``mallopt``: ``M_MMAP_THRESHOLD`` 1 GiB, ``M_TRIM_THRESHOLD`` 2 GiB, ``M_TOP_PAD`` 256 MiB). It is not free: the
+process keeps its peak heap, and for factors well below 32 MiB it can be slower
+(``benchmarks/results/speed_kept.md``). It is a setting of the whole process, so nothing in the library applies it
+(``import banditkit`` does not import :mod:`banditkit.runtime`): call it from a script whose factors are tens of MB
+or more (``python -m benchmarks speed --keep-freed-memory`` measures both). ``BANDITKIT_MALLOC=system`` in the
+environment makes it a no-op.
 """
 
 from __future__ import annotations

@@ -4,14 +4,10 @@ XLA:CPU runs matrix products on its own thread pool, but it hands Cholesky facto
 eigendecompositions to LAPACK, whose kernels jaxlib takes from SciPy (``scipy.linalg.cython_lapack``, loaded on the
 first such call).  SciPy's OpenBLAS starts one thread per core, so inside a jitted step a small factorisation
 (an ``(L, L)`` Cholesky and inverse in LoFi's predict, HiLoFi's ``850 × 850`` last-layer square root) is split across
-threads that compete with XLA's own workers for the same cores.  Measured on the 2-core benchmark machine
-(jax 0.10.2, scipy-openblas 0.3.31, OpenBLAS with 2 threads → 1):
-
-* LoFi, rank 50, LeNet5, ``dynamics_cov = 1e-6``: one jitted predict + update 38–43 → 20–22 ms
-  (its ``50 × 50`` triangular inverse alone took ~2 ms with two threads);
-* the MNIST bandit runner step (seed 003 agents, 3 vmapped seeds): HiLoFi-TS 44.7 → 35.9 ms, LoLoFi-TS
-  29.4 → 19.4 ms; LoFi-TS and LRKF-TS unchanged (their LAPACK calls are ``(L + C)``-sized);
-* but a large factorisation on its own does use both cores: a ``2000 × 2000`` Cholesky solve 28 → 51 ms.
+threads that compete with XLA's own workers for the same cores: on a 2-core machine one thread is faster for the
+small factorisations of a filter step, while a large factorisation alone still gains from both cores (measured:
+``python -m benchmarks speed --blas-threads 1`` against ``--blas-threads system``; the effect on LoFi and HiLoFi
+steps is in ``benchmarks/FINDINGS.md``, KuaiRec and BO rows).
 
 :func:`limit_blas_threads` loads SciPy's LAPACK (so the library jaxlib will call is there to be capped) and caps
 every loaded BLAS library at ``num_threads`` through ``threadpoolctl``.  The ``banditkit`` command calls it at
