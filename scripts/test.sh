@@ -25,6 +25,16 @@ fi
 # allowed to pass with those tests skipped.
 banditkit data fetch mnist fashion_mnist movielens
 ruff check banditkit tests benchmarks
+# The status page's browser test (tests/test_serve_status.py) renders it in Debian's Chromium: installed here when it is
+# missing and this runs as root with apt (CI; a failed install stops the run); elsewhere the test skips with the
+# command to install it, unless BANDITKIT_REQUIRE_BROWSER=1 (.ci/run sets it), which makes it fail instead.
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+  if [[ "$(id -u)" == "0" ]] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "note: no chromium on PATH; the status page's browser test will skip (sudo apt-get install -y chromium)" >&2
+  fi
+fi
 # Two pytest workers on CI's two cores (pytest-xdist; most of a test's time is XLA compiling, one core each);
 # BANDITKIT_TEST_WORKERS=0 runs in one process.  tests/conftest.py compiles with XLA's cheap LLVM pipeline
 # (BANDITKIT_TEST_FULL_XLA_OPT=1 keeps the compiler's defaults) and gives the run one XLA compilation cache, shared by
