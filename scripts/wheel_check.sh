@@ -5,7 +5,7 @@
 #   3. from a folder outside the checkout, with an empty data cache, run `banditkit demo` at a tiny size;
 #   4. run tests/check_installed_wheel.py there with the venv's Python (banditkit is the venv's copy, every module
 #      imports, the shipped tables load, py.typed is present).
-# Options: --extras  also check that each extra (data, optuna, bench, test, docs) resolves on its own
+# Options: --extras  also check that each extra (data, optuna, serve, bench, test, docs) resolves on its own
 #                    (pip install --dry-run into the fresh venv; needs the package index).
 #          --keep    keep the work folder (the built sdist / wheel, the venv) and print its path.
 # Pip's cache (~/.cache/pip) makes the venv's install of jax & co. a copy, not a download.
@@ -61,7 +61,7 @@ stamp "tests/check_installed_wheel.py against the installed package"
 "$PY" -m pytest -q -p no:cacheprovider check_installed_wheel.py
 
 if [[ "$EXTRAS" == "1" ]]; then
-  for extra in data optuna bench test docs; do
+  for extra in data optuna serve bench test docs; do
     stamp "extra [$extra] on its own (pip install --dry-run)"
     "$PY" -m pip install -q --dry-run --ignore-installed -c "$ROOT/.ci/constraints.txt" "$WHEEL[$extra]" > /dev/null
   done
