@@ -174,6 +174,10 @@ class BanditAgent:
         ``sample_outputs``, when it declares one: HiLoFi / LoLoFi) instead of drawing every parameter — the same law,
         no factorisation of the head's covariance.  ``None`` (default): ``True`` for ``banditkit.models`` nets (each
         ends in a ``Dense`` named ``head``) with a posterior whose ``last_layer`` is that ``head``, else ``False``.
+      spec: the agent's label (``agent.spec``; the spec text the user wrote, e.g. ``"LoFi-UCB"``), used to name the
+        agent in results; ``None``: no label (results use :attr:`name`).
+      posterior_name: the backend's name (``agent.posterior_name``, e.g. ``"hilofi"``); ``None``: the factory's
+        ``__name__`` (or the built Posterior's ``name``).
     """
 
     def __init__(
@@ -196,6 +200,8 @@ class BanditAgent:
         affine_head: bool | None = None,
         head_prior: str | None = None,
         rescale: str | None = "mean",
+        spec: str | None = None,
+        posterior_name: str | None = None,
     ):
         if not (hasattr(model, "init") and hasattr(model, "apply")):
             raise TypeError(
@@ -262,6 +268,9 @@ class BanditAgent:
             affine_head = (isinstance(model, (MLP, LeNet5, EmbeddingMLP))
                            and self.posterior.hyper.get("last_layer", "head") == "head")
         self.affine_head = bool(affine_head)
+        self.spec = None if spec is None else str(spec)
+        if posterior_name is not None:
+            self.posterior_name = str(posterior_name)
         self._template = None
         self._context_shapes = None
         self._jit_act = jax.jit(self._act)
