@@ -124,6 +124,10 @@ STUDIES = [
     Entry("bo_highdim", "benchmarks.studies.bo_highdim",
           "where each BO method's queries land (faces, distance to the minimiser, predicted vs true)",
           "studies/bo_highdim/results/diag_bo_highdim.md, diag_bo_branin{,_variants}.md, .csv"),
+    Entry("bo_heldout", "benchmarks.studies.bo_heldout",
+          "issue 71: BanditkitSampler(surrogate='auto') against its HiLoFi-TS default, TPE and GPSampler on COCO's "
+          "bbob-mixint (6 functions, dimension 5, 10 seeds, 40 trials), with a pre-registered adoption rule",
+          "studies/bo_heldout/results/bo_heldout.md, bo_heldout_runs.csv, bo_heldout_iters.csv"),
     Entry("bo_split_check", "benchmarks.studies.bo_split_check",
           "issues 53 / 55: the continuous BO suite re-run after the split of bo/optimizer.py against its committed "
           "rows (z per task x method; the pre-split code's queries on this machine), and BayesOpt(bounds) with "

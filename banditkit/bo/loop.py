@@ -111,7 +111,7 @@ def optimize(
     bounds: Any = None,
     n_evals: int = 50,
     surrogate: str | Callable = "hilofi",
-    acquisition: str = "thompson",
+    acquisition: str | None = None,
     direction: str | None = None,
     seed: int = 0,
     callback: Callable[[BayesOpt, Any, float], None] | None = None,

@@ -73,6 +73,7 @@ import numpy as np
 import pandas as pd
 
 from banditkit.bo import acquisition as _acq
+from banditkit.bo import auto as _auto
 from banditkit.bo import compile_cache, persist, search
 from banditkit.bo import surrogate as _surrogate
 from banditkit.bo import trust_region as _tr
@@ -126,8 +127,10 @@ class BayesOpt:
       surrogate: a posterior backend name of ``bk.posteriors.REGISTRY`` (``"hilofi"``, ``"lofi"``, ``"lrkf"``,
         ``"ekf"``, ``"neural_linear"``, ``"replay_sgd"``, ...), optionally ending in ``-adaptive_noise`` (the
         Gaussian filters: the observation variance is learned online, ``bk.posteriors.adaptive_noise``), ``"gp"``,
-        or a factory ``factory(apply_fn, likelihood, **kw)``.
-      acquisition: ``"thompson"``, ``"ei"``, ``"pi"`` or ``"ucb"``.
+        or a factory ``factory(apply_fn, likelihood, **kw)``; or ``"auto"`` (:mod:`banditkit.bo.auto`): the exact GP
+        with EI while at most 100 evaluations are told, HiLoFi with Thompson sampling after (it picks the
+        acquisition; ``model`` and ``surrogate_kwargs`` are not taken).
+      acquisition: ``"thompson"`` (the default, ``None``), ``"ei"``, ``"pi"`` or ``"ucb"``.
       direction: ``"minimize"`` (the default) or ``"maximize"``.  Not given (``None``): ``"minimize"``, and for
         one release (0.3) a ``DeprecationWarning``, because until 0.2 the default was ``"maximize"`` — pass the
         direction to silence it.
@@ -168,7 +171,7 @@ class BayesOpt:
         self,
         bounds: Sequence[tuple[float, float]] | None = None,
         surrogate: str | Callable = "hilofi",
-        acquisition: str = "thompson",
+        acquisition: str | None = None,
         direction: str | None = None,
         seed: int = 0,
         n_initial: int | None = None,
@@ -202,7 +205,9 @@ class BayesOpt:
             self.space, self._named = Space.from_bounds(b), False
         self._discrete = not bool(np.all(self.space.continuous_mask))
         self.dim = int(self.space.dim)
-        acq = _acq.parse(acquisition)
+        self._auto = _auto.is_auto(surrogate)
+        if self._auto:
+            _auto.check_arguments(acquisition, model, surrogate_kwargs)
         direction = resolve_direction(direction)
         if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
             raise TypeError(f"seed must be an int, got {type(seed).__name__}")
@@ -210,52 +215,34 @@ class BayesOpt:
             n_initial = max(5, 2 * len(self.space))
         if not isinstance(n_initial, (int, np.integer)) or n_initial < 1:
             raise ValueError(f"n_initial must be a positive int, got {n_initial!r}")
-        defaults = _surrogate.kind(surrogate).default_options(acq)
-        if maximizer is None:
-            maximizer = defaults["maximizer"]
-        if maximizer not in MAXIMIZERS:
-            raise ValueError(f"unknown maximizer {maximizer!r}; choose one of {list(MAXIMIZERS)}")
-        n_starts = MAXIMIZERS[maximizer]["n_starts"] if n_starts is None else n_starts
-        refine_steps = MAXIMIZERS[maximizer]["refine_steps"] if refine_steps is None else refine_steps
-        for name, v in dict(n_candidates=n_candidates, n_starts=n_starts).items():
-            if not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"{name} must be a positive int, got {v!r}")
-        if not isinstance(refine_steps, (int, np.integer)) or refine_steps < 0:
-            raise ValueError(f"refine_steps must be a non-negative int, got {refine_steps!r}")
-        if trust_region is None:  # measured per surrogate and acquisition (bo_notes.md)
-            trust_region = defaults["trust_region"]
-        if not isinstance(trust_region, (bool, np.bool_)):
+        if not isinstance(n_candidates, (int, np.integer)) or n_candidates < 1:
+            raise ValueError(f"n_candidates must be a positive int, got {n_candidates!r}")
+        if trust_region is not None and not isinstance(trust_region, (bool, np.bool_)):
             raise TypeError(f"trust_region must be True, False or None (the default), got {trust_region!r}")
         if not obs_noise > 0:
             raise ValueError(f"obs_noise is a variance and must be > 0, got {obs_noise!r}")
-        self.acquisition = acq
         self.direction = direction
         self.seed = int(seed)
         self.n_initial = int(n_initial)
+        # the maximiser options as given (None: the surrogate's measured default, resolved per phase by _phase_parts)
+        self._options = dict(maximizer=maximizer, n_starts=n_starts, refine_steps=refine_steps,
+                             trust_region=None if trust_region is None else bool(trust_region))
         self._config = dict(
             obs_noise=float(obs_noise),
             features=[int(f) for f in features],
             n_candidates=int(n_candidates),
-            maximizer=maximizer,
-            n_starts=int(min(n_starts, n_candidates)),
-            refine_steps=int(refine_steps),
             step_size=float(step_size),
             xi=float(xi),
             beta=float(beta),
             min_distance=float(min_distance),
-            trust_region=bool(trust_region),
         )
         self._sign = 1.0 if direction == "maximize" else -1.0
-
-        self._surrogate = _surrogate.make(surrogate, dim=self.dim, model=model, surrogate_kwargs=surrogate_kwargs,
-                                          obs_noise=self._config["obs_noise"], features=self._config["features"])
-        self.surrogate = self._surrogate.name
-        self.surrogate_kwargs = self._surrogate.kwargs
-        self.model = self._surrogate.model
-        self._custom_model = self._surrogate.custom_model
-        self._kernels = _acq.kernels(self._surrogate, self._config)
-        k_init, self._key = jax.random.split(jax.random.PRNGKey(self.seed))
-        self._fit = self._surrogate.init(k_init)
+        if self._auto:
+            surrogate, acquisition = _auto.phase(0)
+        self._install(self._phase_parts(surrogate, "thompson" if acquisition is None else acquisition, model,
+                                        surrogate_kwargs))
+        self._k_init, self._key = jax.random.split(jax.random.PRNGKey(self.seed))
+        self._fit = self._surrogate.init(self._k_init)
         # the Sobol candidates are made when first needed (an optimiser made only to check its arguments, e.g. by
         # the Optuna sampler, then does not import SciPy's stats package, ~1-2 s)
         self._candidates_value: jax.Array | None = None
@@ -268,6 +255,51 @@ class BayesOpt:
         self._pending_source: list[str] = []
         self._failed = np.zeros((0, self.dim))  # suggestions whose evaluation failed (:meth:`fail`)
         self._tr = _tr.TrustRegion()
+
+    # the surrogate and acquisition in use (one for good, or surrogate="auto"'s phase) ---------------------------
+    def _phase_parts(self, surrogate: str | Callable, acquisition: str, model: Any = None,
+                     surrogate_kwargs: dict | None = None) -> dict:
+        """The surrogate, acquisition, resolved maximiser options and compiled kernels of one configuration (the
+        options the user left ``None`` take the surrogate's measured defaults); nothing of ``self`` changes."""
+        acq = _acq.parse(acquisition)
+        defaults = _surrogate.kind(surrogate).default_options(acq)
+        opts = self._options
+        maximizer = defaults["maximizer"] if opts["maximizer"] is None else opts["maximizer"]
+        if maximizer not in MAXIMIZERS:
+            raise ValueError(f"unknown maximizer {maximizer!r}; choose one of {list(MAXIMIZERS)}")
+        n_starts = MAXIMIZERS[maximizer]["n_starts"] if opts["n_starts"] is None else opts["n_starts"]
+        refine_steps = MAXIMIZERS[maximizer]["refine_steps"] if opts["refine_steps"] is None else opts["refine_steps"]
+        if not isinstance(n_starts, (int, np.integer)) or n_starts < 1:
+            raise ValueError(f"n_starts must be a positive int, got {n_starts!r}")
+        if not isinstance(refine_steps, (int, np.integer)) or refine_steps < 0:
+            raise ValueError(f"refine_steps must be a non-negative int, got {refine_steps!r}")
+        config = dict(self._config, maximizer=maximizer, n_starts=int(min(n_starts, self._config["n_candidates"])),
+                      refine_steps=int(refine_steps),
+                      trust_region=defaults["trust_region"] if opts["trust_region"] is None else opts["trust_region"])
+        config["trust_region"] = bool(config["trust_region"])  # measured per surrogate and acquisition (bo_notes.md)
+        sur = _surrogate.make(surrogate, dim=self.dim, model=model, surrogate_kwargs=surrogate_kwargs,
+                              obs_noise=config["obs_noise"], features=config["features"])
+        return dict(surrogate=sur, acquisition=acq, config=config, kernels=_acq.kernels(sur, config))
+
+    def _install(self, parts: dict) -> None:
+        """Use the configuration ``parts`` (:meth:`_phase_parts`); the fit is the caller's to set."""
+        self._surrogate, self.acquisition = parts["surrogate"], parts["acquisition"]
+        self._config, self._kernels = parts["config"], parts["kernels"]
+        self.surrogate = _auto.AUTO if self._auto else self._surrogate.name
+        self.surrogate_kwargs = None if self._auto else self._surrogate.kwargs
+        self.model = self._surrogate.model
+        self._custom_model = self._surrogate.custom_model
+        self._candidates_value = None  # in the surrogate's dtype: made again on first use
+
+    def _phase_for(self, n_evals: int) -> dict | None:
+        """With ``surrogate="auto"``: the parts of the phase for ``n_evals`` evaluations if it is not the one in
+        use, else ``None`` (also ``None`` for any other surrogate)."""
+        if not self._auto:
+            return None
+        name, acq = _auto.phase(n_evals)
+        if name == self._surrogate.name and acq == self.acquisition:
+            return None
+        return self._phase_parts(name, acq)
 
     # public API -------------------------------------------------------------------------------------------------
     @property
@@ -354,8 +386,13 @@ class BayesOpt:
                     pending = np.delete(pending, j, axis=0)
             sources.append(src)
         tr = self._tr_after(new_y)
-        with self._surrogate.precision():
-            fit = self._surrogate.fit(self._fit, new_u, self._sign * new_y, self.n_initial)
+        parts = self._phase_for(new_y.size)  # surrogate="auto" past its switch: a new surrogate, fed everything
+        sur = self._surrogate if parts is None else parts["surrogate"]
+        with sur.precision():
+            old = self._fit if parts is None else sur.init(self._k_init)
+            fit = sur.fit(old, new_u, self._sign * new_y, self.n_initial)
+        if parts is not None:
+            self._install(parts)
         self._u, self._y, self._source = new_u, new_y, sources
         self._pending, self._pending_source = pending, pend_src
         self._fit, self._tr = fit, tr
@@ -642,6 +679,9 @@ class BayesOpt:
             custom_model=self._custom_model,
             config=self._config,
         )
+        if self._auto:  # the phase is a function of the data: save the options as given, not one phase's
+            s["acquisition"] = None
+            s["config"] = dict(self._config, **self._options)
         if self._named:
             s["space"] = self.space.to_config()
         return s

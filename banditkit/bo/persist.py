@@ -84,7 +84,7 @@ def load(cls, path: str | os.PathLike, model: Any = None, surrogate: Any = None)
         raise ValueError(
             "this optimiser used a custom model: pass the same Flax module as BayesOpt.load(path, model=...)"
         )
-    if surrogate is None and meta["surrogate"] != "gp":
+    if surrogate is None and meta["surrogate"] not in ("gp", "auto"):
         try:
             _posteriors.get(meta["surrogate"])
         except ValueError:
@@ -100,6 +100,11 @@ def load(cls, path: str | os.PathLike, model: Any = None, surrogate: Any = None)
     opt._y = np.asarray(meta["y"], np.float64).reshape(-1)
     opt._pending = np.asarray(meta["pending"], np.float64).reshape(-1, opt.dim)
     opt._failed = np.asarray(meta.get("failed", []), np.float64).reshape(-1, opt.dim)  # none before fail() existed
+    parts = opt._phase_for(opt._y.size)  # surrogate="auto" past its switch: the phase the file's fit belongs to
+    if parts is not None:
+        opt._install(parts)
+        with opt._surrogate.precision():
+            opt._fit = opt._surrogate.init(opt._k_init)
     fresh = opt._fit
     tree, _ = checkpoint.load(path, template=_arrays(opt, fresh), posterior=opt._surrogate.posterior)
     opt._key = tree["key"]

@@ -93,9 +93,11 @@ class BanditkitSampler(BaseSampler):
     """An Optuna sampler driven by :class:`~banditkit.bo.BayesOpt` (see the module docstring).
 
     Args:
-      surrogate: the BO surrogate: a posterior backend name (``"hilofi"``, ``"lofi"``, ...), ``"gp"``, or a
+      surrogate: the BO surrogate: a posterior backend name (``"hilofi"``, ``"lofi"``, ...), ``"gp"``, ``"auto"``
+        (the GP with EI up to 100 evaluations, HiLoFi with Thompson sampling after: :mod:`banditkit.bo.auto`), or a
         factory (``BayesOpt(surrogate=...)``).
-      acquisition: ``"thompson"``, ``"ei"``, ``"pi"`` or ``"ucb"``.
+      acquisition: ``"thompson"`` (the default, ``None``), ``"ei"``, ``"pi"`` or ``"ucb"``; ``surrogate="auto"``
+        picks its own.
       n_startup_trials: completed trials before BO takes over (the independent sampler proposes until then).
       seed: seed of the optimiser and of the default independent sampler; ``None``: a random one.
       independent_sampler: ``"random"`` (default), ``"tpe"``, or any Optuna sampler: the startup trials and the
@@ -113,7 +115,7 @@ class BanditkitSampler(BaseSampler):
     def __init__(
         self,
         surrogate: Any = "hilofi",
-        acquisition: str = "thompson",
+        acquisition: str | None = None,
         n_startup_trials: int = 10,
         seed: int | None = None,
         *,

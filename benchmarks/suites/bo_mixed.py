@@ -16,7 +16,9 @@ space and the bookkeeping are identical; only ``sampler=`` differs.  Tasks (all 
                     optimum's coordinates) and a switch ``c`` among the function, its reflection ``x → 1 − x`` (+0.3)
                     and a permutation of its coordinates (+0.6).  Minimum −3.32237 at ``c = "h"``.
 
-Methods: ``bk_hilofi_ts`` = ``BanditkitSampler()`` (its defaults: HiLoFi on a 3×180 MLP, Thompson sampling),
+Methods: ``bk_auto`` = ``BanditkitSampler(surrogate="auto")`` (the GP with EI up to 100 evaluations, HiLoFi-TS
+after: :mod:`banditkit.bo.auto`), ``bk_hilofi_ts`` = ``BanditkitSampler(surrogate="hilofi",
+acquisition="thompson")`` (HiLoFi on a 3×180 MLP, Thompson sampling: the sampler's default until issue 71),
 ``bk_gp_ei`` = ``BanditkitSampler(surrogate="gp", acquisition="ei")``, ``tpe`` = ``TPESampler``, ``gpsampler`` =
 Optuna's ``GPSampler`` (needs torch), ``botorch`` = ``optuna_integration.BoTorchSampler`` (needs
 ``optuna-integration`` and ``botorch``; see :data:`BOTORCH_NOTE`), ``random`` = ``RandomSampler``; every one seeded
@@ -45,7 +47,7 @@ from benchmarks.harness.tables import append_csv, se
 
 #: the peers' distributions, whose versions each run's machine line names (their samplers change between releases)
 PEER_PACKAGES = ("optuna", "optuna-integration", "botorch", "scikit-learn")
-METHODS = ["bk_hilofi_ts", "bk_gp_ei", "tpe", "gpsampler", "botorch", "random"]
+METHODS = ["bk_auto", "bk_hilofi_ts", "bk_gp_ei", "tpe", "gpsampler", "botorch", "random"]
 TASKS = ["hgb_adult", "ackley_mixed", "hartmann_mixed"]
 N_STARTUP = 10
 BOTORCH_NOTE = (
@@ -186,7 +188,13 @@ def make_sampler(method: str, seed: int):
     if method == "bk_hilofi_ts":
         from banditkit.integrations.optuna import BanditkitSampler
 
-        return BanditkitSampler(seed=seed, n_startup_trials=N_STARTUP, warn_independent_sampling=False)
+        return BanditkitSampler(surrogate="hilofi", acquisition="thompson", seed=seed, n_startup_trials=N_STARTUP,
+                                warn_independent_sampling=False)
+    if method == "bk_auto":
+        from banditkit.integrations.optuna import BanditkitSampler
+
+        return BanditkitSampler(surrogate="auto", seed=seed, n_startup_trials=N_STARTUP,
+                                warn_independent_sampling=False)
     if method == "bk_gp_ei":
         from banditkit.integrations.optuna import BanditkitSampler
 
