@@ -20,77 +20,60 @@ members, and HiLoFi its head prior from the first context it sees.  The reward m
 ``"bo_mlp"``            ``MLP(features=(180, 180, 180), out=1)`` (BO surrogate)
 ======================  ===========================================================================
 
-On the default multi-output model, ``linear``, ``hilofi``, ``neural_linear`` and ``kalman_last_layer`` keep the
-head's covariance as ``K`` per-arm blocks (``arms=K``: the same posterior as one dense block, each update touching
-one arm's block); ``posterior_kwargs=dict(arms=None)`` keeps one dense block.  The ``linear`` posterior gets a
-linear model instead (``MLP(features=(), out=K)``: LinTS / LinUCB); its arms share one noise variance under
-``noise="nig"`` (``shared_noise=False``: one per arm, as in seed 002 App. A.1 and Riquelme et al.).
-Backend hyper-parameters default to :data:`DEFAULT_HYPER` (small ranks that run on a laptop); pass
-``posterior_kwargs=`` / ``policy_kwargs=`` / ``model=`` to override (``subspace_ekf``'s subspace too:
-``posterior_kwargs=dict(dim=..., fit_basis=..., sgd=...)``).  A backend that declares ``refit`` (a fit to warm-up
-data: ``subspace_ekf``) gets ``warmup_steps = WARMUP_PER_ARM · K`` round-robin rounds unless ``warmup_steps=`` is given.
+What a backend gets is read from its registration (:class:`banditkit.posteriors.registry.Backend`), never from its
+name: its ``bandit_defaults`` (small ranks that run on a laptop; :data:`DEFAULT_HYPER` lists them), and its
+capabilities.  On the default multi-output model a backend with ``arm_blocks`` (``linear``, ``hilofi``,
+``neural_linear``, ``kalman_last_layer``) keeps the head's covariance as ``K`` per-arm blocks (``arms=K``: the same
+posterior as one dense block, each update touching one arm's block; ``posterior_kwargs=dict(arms=None)`` keeps one
+dense block), and one with ``head_prior="unit"`` (HiLoFi) has its head prior set by the agent.  A backend with
+``linear_model`` (``linear``) gets a linear model instead (``MLP(features=(), out=K)``: LinTS / LinUCB); its arms
+share one noise variance under ``noise="nig"`` (``shared_noise=False``: one per arm, as in seed 002 App. A.1 and
+Riquelme et al.).  Pass ``posterior_kwargs=`` / ``policy_kwargs=`` / ``model=`` to override (``subspace_ekf``'s
+subspace too: ``posterior_kwargs=dict(dim=..., fit_basis=..., sgd=...)``).  A backend whose posterior declares
+``refit`` (a fit to warm-up data: ``subspace_ekf`` without a given basis) gets ``warmup_steps = WARMUP_PER_ARM · K``
+round-robin rounds unless ``warmup_steps=`` is given.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import gymnasium as gym
 
-from banditkit.agents.bandit import AUTO, BanditAgent, accepts_keyword, backends
+from banditkit.agents.bandit import AUTO, BanditAgent
 from banditkit.agents.spec import POINT_ESTIMATE_POLICIES, AgentSpec  # noqa: F401  (re-exported)
 from banditkit.likelihoods import Gaussian
 from banditkit.models import MLP, EmbeddingMLP, LeNet5
 from banditkit.policies import rules as _rules
 from banditkit.posteriors import noise as _noise
+from banditkit.posteriors import registry
 from banditkit.posteriors.mixture import noise_mixture
 
-# Defaults for bandit runs (filtered by each factory's signature, so a missing keyword is never passed).
-DEFAULT_HYPER: dict[str, dict] = {
-    "ekf": dict(init_cov=1.0),
-    "diag_ekf": dict(init_cov=0.01),
-    "linear": dict(init_cov=1.0, noise="nig"),
-    "lofi": dict(rank=10, init_cov=0.01),
-    # init_cov_last: the constant for a user's model; on the default multi-output model the agent sets it at init
-    # from the first context it sees, 1 / (‖φ(x_0)‖² + 1) (BanditAgent(head_prior="unit"): a head-prior draw moves an
-    # output by about the largest reward; benchmarks/studies/hilofi_gap, honest_defaults)
-    "hilofi": dict(rank=10, init_cov_hidden=0.01, init_cov_last=1.0),
-    # q = 1e-4: with q = 0 a low-rank factor never leaves its initial random rows, so LoLoFi's and LRKF's weights
-    # move only inside a fixed random subspace; q = 1e-4 beat q = 0 on every seed of Shuttle, Adult, Mushroom,
-    # MovieLens and MNIST (23 / 23) and ranked best of q ∈ {0, 1e-6, 1e-4, 1e-2} × {carry, gain} on average
-    # (benchmarks/results/diag_dynamics.md).  HiLoFi stays at q = 0: its dense last layer learns freely, and any
-    # q ≥ 1e-4 lost to q = 0 there.
-    "lolofi": dict(rank=10, rank_last=10, init_cov_hidden=0.01, init_cov_last=1.0, dynamics_cov=1e-4),
-    "lrkf": dict(rank=10, init_cov=0.1, dynamics_cov=1e-4),
-    "subspace_ekf": dict(init_cov=1.0),
-    "neural_linear": dict(),
-    "kalman_last_layer": dict(init_cov=1.0),
-    "replay_sgd": dict(),
-    "bong": dict(family="dlr", rank=10, init_cov=0.1),
-}
+#: make_agent's backend defaults by name: a read-only view of each registration's ``bandit_defaults``
+#: (:mod:`banditkit.posteriors.registry`), kept for compatibility
+DEFAULT_HYPER: Mapping[str, Mapping] = registry.table("bandit_defaults")
 DEFAULT_POLICY_HYPER: dict[str, dict] = {
     "epsilon_greedy": dict(epsilon=0.05),
     "ucb": dict(beta=1.0),
 }
 #: The Gaussian observation variance of the filter backends, in observed units ``r / s`` (``s`` the reward scale the
 #: agent learns from the rewards it observes, ``BanditAgent(reward_scale="auto")``).  Nothing about the environment
-#: is read: a backend in :data:`NOISE_MIXTURE_BACKENDS` runs one member per variance of :data:`NOISE_GRID`, weighted
+#: is read: a backend registered with ``noise_mixture`` runs one member per variance of :data:`NOISE_GRID`, weighted
 #: by each member's one-step predictive evidence (:func:`banditkit.posteriors.mixture.noise_mixture`: the data pick
-#: the variance); another takes :data:`OBS_NOISE` capped by :data:`MAX_OBS_NOISE`.  Pre-registered and measured
-#: against the old oracle-read rule in ``benchmarks/studies/honest_defaults``.
+#: the variance); another takes :data:`OBS_NOISE` capped by its registration's ``noise_cap`` (LoFi: 10⁻³).
+#: Pre-registered and measured against the old oracle-read rule in ``benchmarks/studies/honest_defaults``.
 NOISE_GRID: tuple[float, ...] = (1e-3, 1e-2, 1e-1)
-NOISE_MIXTURE_BACKENDS = ("hilofi", "lrkf")
 OBS_NOISE = 0.1
-#: LoFi: 10⁻³, a tempering of its predictive spread, not a noise estimate — LoFi keeps an observation's information
-#: that does not fit its rank-``L`` factor only through the diagonal of its precision, so its Thompson draws stay wide
-#: where the data have pinned the function down (``benchmarks/studies/lofi_prior``, ``lofi_noise``).
-MAX_OBS_NOISE: dict[str, float] = {"lofi": 1e-3}
+#: read-only views of the registrations, kept for compatibility: the backends with ``noise_mixture``, each capped
+#: backend's ``noise_cap``, and the backends with ``arm_blocks``
+NOISE_MIXTURE_BACKENDS = registry.names(noise_mixture=True)
+MAX_OBS_NOISE: Mapping[str, float] = registry.table("noise_cap", declared=True)
+ARM_BLOCK_BACKENDS = registry.names(arm_blocks=True)
 #: warm-up rounds per arm for a backend that declares ``refit`` (a fit to warm-up data: the subspace EKF), unless
 #: ``warmup_steps=`` is given.  20 (was 10): a study with its adoption rule stated in advance
 #: (``benchmarks/studies/subspace_bandit_warmup``) found τ = 20·K ahead of 10·K on MNIST, Fashion-MNIST, Shuttle and
 #: Adult, from bandit feedback only — the subspace, fixed after the warm-up, is only as good as the data it is fit to.
 WARMUP_PER_ARM = 20
-# Backends whose head covariance make_agent keeps as K per-arm blocks (``arms=K``) on the default multi-output model:
-# the same posterior as one dense block, at O(P_k²) per update instead of O(K² P_k²) (banditkit.posteriors.arms)
-ARM_BLOCK_BACKENDS = ("linear", "hilofi", "neural_linear", "kalman_last_layer")
 
 
 #: the spec suffix that learns the Gaussian observation variance online (``make_agent(..., adaptive_noise=True)``)
@@ -128,14 +111,15 @@ def _num_actions(u) -> int:
 
 
 def default_model(env, posterior: str = ""):
-    """``(model, per_arm)``: the reward model for ``env`` (see the module docstring).  Reads only the env's
-    structure: the arm count, ``per_arm_features``, ``default_model`` (``"mlp"`` when absent) and ``num_items``."""
+    """``(model, per_arm)``: the reward model for ``env`` (see the module docstring); a backend registered with
+    ``linear_model`` (``"linear"``) gets a linear one.  Reads only the env's structure: the arm count,
+    ``per_arm_features``, ``default_model`` (``"mlp"`` when absent) and ``num_items``."""
     u = getattr(env, "unwrapped", env)
     k = _num_actions(u)
     per_arm = bool(getattr(u, "per_arm_features", False))
     kind = getattr(u, "default_model", "mlp")
     out = 1 if per_arm else k
-    if posterior == "linear":
+    if posterior and registry.backend(posterior).linear_model:
         return MLP(features=(), out=out), per_arm
     if kind == "lenet5":
         return LeNet5(out=out), per_arm
@@ -149,11 +133,6 @@ def default_model(env, posterior: str = ""):
     if kind == "mlp":
         return MLP(features=(50, 50), out=out), per_arm
     raise ValueError(f"unknown default_model {kind!r}; expected one of lenet5, mlp, embedding_mlp, bo_mlp")
-
-
-def _filtered(factory, hyper: dict) -> dict:
-    """The entries of ``hyper`` that ``factory`` accepts (all of them if it takes ``**kwargs``)."""
-    return {k: v for k, v in hyper.items() if accepts_keyword(factory, k)}
 
 
 def make_agent(
@@ -177,16 +156,18 @@ def make_agent(
         rewards or contexts: the agent is the same for a shipped env and for an oracle-free twin with the same spaces.
       model: override the default reward model (its head covariance stays one dense block: pass
         ``posterior_kwargs=dict(arms=K)`` to keep one block per arm when the head is a ``K``-output ``Dense``).
-      posterior_kwargs / policy_kwargs: override :data:`DEFAULT_HYPER` / the policy's defaults.  HiLoFi's head prior
-        ``init_cov_last``, unless given, is set by the agent at ``init`` from the first context it sees on the default
-        multi-output model (``1 / (‖φ(x_0)‖² + 1)``, ``BanditAgent(head_prior="unit")``).
+      posterior_kwargs / policy_kwargs: override the backend's ``bandit_defaults`` / the policy's defaults.  The
+        head prior ``init_cov_last`` of a backend registered with ``head_prior="unit"`` (HiLoFi), unless given, is
+        set by the agent at ``init`` from the first context it sees on the default multi-output model
+        (``1 / (‖φ(x_0)‖² + 1)``, ``BanditAgent(head_prior="unit")``).
       agent_class: a :class:`BanditAgent` subclass to build instead (same constructor).
       agent_kwargs: passed to :class:`BanditAgent` (``likelihood``, ``obs_noise``, ``reward_scale``,
         ``warmup_steps``, ...).  With a Gaussian likelihood the reward scale is learned from the rewards observed
         (``reward_scale="auto"``: ``r / max |r|`` so far) unless ``reward_scale=`` is given; without ``obs_noise`` or
-        ``likelihood`` the observation variance is found from the data — HiLoFi and LRKF mix one member per variance
-        of :data:`NOISE_GRID` by their predictive evidence — or is :data:`OBS_NOISE` capped by :data:`MAX_OBS_NOISE`
-        (LoFi: 10⁻³); a learned variance (``adaptive_noise``) starts at BanditAgent's 0.1.
+        ``likelihood`` the observation variance is found from the data — a backend registered with
+        ``noise_mixture`` (HiLoFi, LRKF) mixes one member per variance of :data:`NOISE_GRID` by their predictive
+        evidence — or is :data:`OBS_NOISE` capped by the registration's ``noise_cap`` (LoFi: 10⁻³); a learned
+        variance (``adaptive_noise``) starts at BanditAgent's 0.1.
     """
     text = spec if isinstance(spec, str) else str(spec)  # the agent's label: the user's own words
     spec = AgentSpec.parse(spec)
@@ -204,14 +185,15 @@ def make_agent(
         )
     k = _num_actions(u)
     default, per_arm = default_model(u, post_name)
-    factory = backends()[post_name]
-    hyper = _filtered(factory, DEFAULT_HYPER.get(post_name, {}))
-    hyper.update(posterior_kwargs or {})
-    head_prior = None
-    if post_name == "hilofi" and model is None and not per_arm and "init_cov_last" not in (posterior_kwargs or {}):
-        head_prior = "unit"  # set at init from the first context the agent sees (BanditAgent(head_prior="unit"))
-    if (post_name in ARM_BLOCK_BACKENDS and model is None and not per_arm and "arms" not in (posterior_kwargs or {})
-            and hyper.get("rank_last") is None):
+    backend = registry.backend(post_name)
+    factory = backend.factory
+    given = dict(posterior_kwargs or {})
+    hyper = {**backend.bandit_defaults, **given}  # the registration checked that the factory takes every default
+    default_head = model is None and not per_arm  # the env's default model, one output per arm
+    kwargs: dict = dict(per_arm=per_arm)
+    if backend.head_prior is not None and default_head and "init_cov_last" not in given:
+        kwargs["head_prior"] = backend.head_prior  # set at init from the first context the agent sees
+    if backend.arm_blocks and default_head and "arms" not in given and hyper.get("rank_last") is None:
         hyper["arms"] = k  # the default K-output head's covariance kept as K per-arm blocks
     if pol_name == "thompson_predictive":
         policy = _rules.thompson(variant="predictive")
@@ -219,30 +201,26 @@ def make_agent(
         pkw = dict(DEFAULT_POLICY_HYPER.get(pol_name, {}))
         pkw.update(policy_kwargs or {})
         policy = _rules.POLICIES[pol_name](**pkw)
-    kwargs: dict = dict(per_arm=per_arm)
-    if head_prior is not None and "head_prior" not in agent_kwargs:
-        kwargs["head_prior"] = head_prior
     lik = agent_kwargs.get("likelihood")
     if lik is None or isinstance(lik, Gaussian):  # Bernoulli/Categorical observations stay in {0, 1}
         # the scale learned from the rewards the agent observes; the Gaussian variance from the data by evidence
         # (a noise mixture) or the constant (NOISE_GRID, OBS_NOISE); a learned variance keeps BanditAgent's start
         kwargs["reward_scale"] = AUTO
         fixed = lik is not None or "obs_noise" in agent_kwargs or agent_kwargs.get("adaptive_noise")
-        if not fixed and post_name in NOISE_MIXTURE_BACKENDS:
+        if not fixed and backend.noise_mixture:
             factory = noise_mixture(factory, NOISE_GRID)
         elif not fixed:
-            kwargs["obs_noise"] = min(OBS_NOISE, MAX_OBS_NOISE.get(post_name, OBS_NOISE))
+            kwargs["obs_noise"] = OBS_NOISE if backend.noise_cap is None else min(OBS_NOISE, backend.noise_cap)
+    if backend.refits(hyper):
+        # a backend that refits to warm-up data (the subspace EKF) gets 20 round-robin rounds per arm to refit to
+        kwargs["warmup_steps"] = WARMUP_PER_ARM * k
+    kwargs["spec"] = text
+    if not agent_kwargs.get("adaptive_noise"):  # a wrapped backend keeps the wrapper's name, adaptive_noise(NAME)
+        kwargs["posterior_name"] = post_name
     kwargs.update(agent_kwargs)
     cls = BanditAgent if agent_class is None else agent_class
     if not (isinstance(cls, type) and issubclass(cls, BanditAgent)):
         raise TypeError(f"agent_class must be a BanditAgent subclass, got {cls!r}")
     # the default model has K outputs; a user's model says how many it has (found at init)
-    agent = cls(model if model is not None else default, factory, policy, posterior_kwargs=hyper,
-                num_actions=None if per_arm or model is not None else k, **kwargs)
-    if "warmup_steps" not in agent_kwargs and agent.posterior.refit is not None:
-        # a backend that refits to warm-up data (the subspace EKF) gets 20 round-robin rounds per arm to refit to
-        agent.warmup_steps = WARMUP_PER_ARM * k
-    agent.spec = text
-    if not kwargs.get("adaptive_noise"):  # a wrapped backend keeps the wrapper's name, adaptive_noise(NAME)
-        agent.posterior_name = post_name
-    return agent
+    return cls(model if model is not None else default, factory, policy, posterior_kwargs=hyper,
+               num_actions=None if not default_head else k, **kwargs)

@@ -28,17 +28,10 @@ from banditkit.bo.surrogate import Fit, cached, standardisation
 from banditkit.likelihoods import Gaussian
 from banditkit.models import MLP
 
-# Defaults applied to a surrogate factory when it accepts the keyword and the user did not set it.  They follow
-# the HiLoFi BO setup (seed 003 §12.6: rank 50, last-layer prior 1) except the hidden prior: 0.1 instead of
-# 1e-4 (with 1e-4 the hidden layers stay frozen and Branin runs stall at the box edges; measured, see tests).
-SURROGATE_DEFAULTS: dict[str, dict[str, Any]] = {
-    "hilofi": dict(rank=50, init_cov_hidden=0.1, init_cov_last=1.0),
-    "lolofi": dict(rank=50, init_cov_hidden=0.1, init_cov_last=1.0),
-    "lrkf": dict(rank=50, init_cov=1e-2),
-    "lofi": dict(rank=50, init_cov=1e-2),
-    "diag_ekf": dict(init_cov=1e-2),
-    "ekf": dict(init_cov=1e-2),
-}
+#: each backend's BO defaults by name: a read-only view of the registrations' ``bo_defaults``
+#: (:mod:`banditkit.posteriors.registry`; why these values: beside each backend), kept for compatibility.  Applied to
+#: a surrogate factory when it accepts the keyword and the user did not set it.
+SURROGATE_DEFAULTS = _posteriors.registry.table("bo_defaults", declared=True)
 
 
 @jax.jit
@@ -85,7 +78,8 @@ class NetworkSurrogate:
             raise TypeError("model must be a Flax module (with .init and .apply) mapping a point (dim,) to (1,)")
         kwargs: dict[str, Any] = {}
         wrapped = getattr(factory, "backend", None)  # e.g. posteriors.adaptive_noise(backend): the backend's defaults
-        for k, v in SURROGATE_DEFAULTS.get(getattr(wrapped, "__name__", name), {}).items():
+        backend = _posteriors.registry.find(getattr(wrapped, "__name__", name))
+        for k, v in (backend.bo_defaults if backend is not None else {}).items():
             if accepts_keyword(factory, k):
                 kwargs[k] = v
         if "last_layer" not in (surrogate_kwargs or {}) and accepts_keyword(factory, "last_layer"):

@@ -32,6 +32,7 @@ from banditkit._xla import flat_random as rng
 from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors import linalg
 from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, as_obs, check_common_hyper, flat_obs, linearize
+from banditkit.posteriors.registry import Backend, register
 
 Array = jax.Array
 
@@ -105,3 +106,11 @@ def diag_ekf(
 
     hyper = dict(init_cov=init_cov, dynamics_cov=dynamics_cov, forgetting=forgetting, method=method)
     return Posterior(init, predict, update, predictive, sample, mean, name="diag_ekf", hyper=hyper)
+
+
+register(Backend(
+    name="diag_ekf", factory=diag_ekf,
+    bandit_defaults=dict(init_cov=0.01),
+    bo_defaults=dict(init_cov=1e-2),
+    gaussian_filter=True,
+))

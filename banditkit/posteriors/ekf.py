@@ -26,6 +26,7 @@ from banditkit._xla import flat_random as rng
 from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors import linalg
 from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, as_obs, check_common_hyper, flat_obs, linearize
+from banditkit.posteriors.registry import Backend, register
 
 Array = jax.Array
 
@@ -89,3 +90,11 @@ def ekf(
 
     hyper = dict(init_cov=init_cov, dynamics_cov=dynamics_cov, forgetting=forgetting)
     return Posterior(init, predict, update, predictive, sample, mean, name="ekf", hyper=hyper)
+
+
+register(Backend(
+    name="ekf", factory=ekf,
+    bandit_defaults=dict(init_cov=1.0),
+    bo_defaults=dict(init_cov=1e-2),
+    gaussian_filter=True,
+))

@@ -91,6 +91,7 @@ from banditkit.likelihoods import Bernoulli, Categorical, Gaussian, Likelihood
 from banditkit.posteriors import arms as per_arm
 from banditkit.posteriors import linalg
 from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, as_obs, check_common_hyper
+from banditkit.posteriors.registry import Backend, register
 
 Array = jax.Array
 
@@ -336,3 +337,10 @@ def kalman_last_layer(
     if arms is not None:  # recorded only when set, so checkpoints from before the option still load
         hyper["arms"] = arms
     return Posterior(init, predict, update, predictive, sample, mean, name="kalman_last_layer", hyper=hyper)
+
+
+register(Backend(
+    name="kalman_last_layer", factory=kalman_last_layer,
+    bandit_defaults=dict(init_cov=1.0),
+    arm_blocks=True,
+))

@@ -34,6 +34,7 @@ from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors import _replay as replay
 from banditkit.posteriors import linalg
 from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, PyTree
+from banditkit.posteriors.registry import Backend, register
 
 Array = jax.Array
 
@@ -115,3 +116,6 @@ def last_layer_laplace(
     hyper = dict(last_layer=last_layer, buffer_size=buffer_size, n_inner=n_inner, learning_rate=learning_rate,
                  init_cov_last=init_cov_last, needs_example_x=True)
     return Posterior(init, predict, update, predictive, sample, mean, name=name, hyper=hyper)
+
+
+register(Backend(name="last_layer_laplace", factory=last_layer_laplace))

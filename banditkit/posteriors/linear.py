@@ -58,6 +58,7 @@ from banditkit.posteriors import linalg
 from banditkit.posteriors.arms import check_arms
 from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, as_obs, check_common_hyper, linearize
 from banditkit.posteriors.linear_arms import linear_arms, rescale_linear
+from banditkit.posteriors.registry import Backend, register
 
 Array = jax.Array
 
@@ -188,3 +189,10 @@ def linear(
     hyper = dict(init_cov=init_cov, noise=noise, a0=a0, b0=b0, dynamics_cov=dynamics_cov, forgetting=forgetting)
     return Posterior(init, predict, update, predictive, sample, mean, name="linear", hyper=hyper,
                      rescale=functools.partial(rescale_linear, nig=nig))
+
+
+register(Backend(
+    name="linear", factory=linear,
+    bandit_defaults=dict(init_cov=1.0, noise="nig"),
+    learns_own_noise=True, arm_blocks=True, linear_model=True,
+))

@@ -58,6 +58,7 @@ from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors import covblocks, linalg
 from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, as_obs, check_common_hyper, linearize
 from banditkit.posteriors.covblocks import BlockState, LowRankFactor
+from banditkit.posteriors.registry import Backend, register
 
 Array = jax.Array
 
@@ -138,3 +139,12 @@ def lrkf(
     hyper = dict(rank=rank, init_cov=init_cov, dynamics_cov=dynamics_cov, forgetting=forgetting,
                  dynamics_mode=dynamics_mode, seed=seed)
     return Posterior(init, predict, update, predictive, sample, mean, name="lrkf", hyper=hyper)
+
+
+# bandit dynamics_cov = 1e-4: see lolofi's registration (banditkit/posteriors/hilofi.py).
+register(Backend(
+    name="lrkf", factory=lrkf,
+    bandit_defaults=dict(rank=10, init_cov=0.1, dynamics_cov=1e-4),
+    bo_defaults=dict(rank=50, init_cov=1e-2),
+    gaussian_filter=True, noise_mixture=True,
+))

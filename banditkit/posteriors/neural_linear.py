@@ -69,6 +69,7 @@ from banditkit.posteriors import _replay as replay
 from banditkit.posteriors import arms as per_arm
 from banditkit.posteriors import linalg
 from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, PyTree, as_obs, check_common_hyper
+from banditkit.posteriors.registry import Backend, register
 
 Array = jax.Array
 
@@ -337,3 +338,9 @@ def discarded_retrainings(posterior: Posterior, state: Any) -> tuple[Array, Arra
     if posterior.name != "neural_linear" or not isinstance(state, NeuralLinearState):
         return None
     return _retraining_counts(state, int(posterior.hyper["train_every"]))
+
+
+register(Backend(
+    name="neural_linear", factory=neural_linear,
+    learns_own_noise=True, arm_blocks=True,
+))

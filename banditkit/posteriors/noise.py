@@ -38,9 +38,9 @@ the first points, the covariance collapses to the noise's scale, later residuals
 changes, the known weak side of the VB adaptive filter.  A bandit agent's default start (``obs_noise=0.1`` on
 rewards scaled to about unit size) lies above the misfit of a learning network.
 
-Backends: the Gaussian filters (``ekf``, ``diag_ekf``, ``lofi``, ``hilofi``, ``lolofi``, ``lrkf``,
-``subspace_ekf``).  Backends that learn a noise variance of their own (``neural_linear``, ``linear`` with
-``noise="nig"``, ``vbll``) or are no filter are refused.
+Backends: the Gaussian filters, registered with ``gaussian_filter=True`` (``ekf``, ``diag_ekf``, ``lofi``, ``hilofi``,
+``lolofi``, ``lrkf``, ``subspace_ekf``; ``SUPPORTED`` lists them).  Backends that learn a noise variance of their own
+(``learns_own_noise``: ``neural_linear``, ``linear`` with ``noise="nig"``, ``vbll``) or are no filter are refused.
 """
 
 from __future__ import annotations
@@ -54,13 +54,19 @@ import jax
 import jax.numpy as jnp
 
 from banditkit.likelihoods import Gaussian
-from banditkit.posteriors import linalg
+from banditkit.posteriors import linalg, registry
 from banditkit.posteriors.base import ApplyFn, Posterior, as_obs
 
 Array = jax.Array
 
-#: backends whose update is a Gaussian filter step with the likelihood's fixed variance
-SUPPORTED = ("ekf", "diag_ekf", "lofi", "hilofi", "lolofi", "lrkf", "subspace_ekf")
+
+
+def __getattr__(name: str):
+    # SUPPORTED: the backends registered with gaussian_filter=True (read when asked: the backends register after
+    # this module is imported), kept for compatibility
+    if name == "SUPPORTED":
+        return registry.names(gaussian_filter=True)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class NoiseState(NamedTuple):
@@ -115,7 +121,7 @@ def split_suffix(name: str) -> tuple[str, bool]:
     """``(name without a trailing -adaptive_noise, whether it had one)``; ``-``, ``_`` and case are interchangeable:
     ``"hilofi-adaptive-noise"`` -> ``("hilofi", True)``, ``"lofi"`` -> ``("lofi", False)``."""
     text = name.strip()
-    key = text.lower().replace("-", "_").replace(" ", "_")
+    key = registry.normalise(text)
     if key.endswith("_" + SUFFIX):
         base = text[: len(text) - len(SUFFIX) - 1].rstrip("-_ ")
         if base:
@@ -134,7 +140,8 @@ def adaptive_noise(
     """A backend factory whose Gaussian observation variance is learned online (see the module docstring).
 
     Args:
-      backend: a filter backend's name or factory (one of :data:`SUPPORTED`); a factory this function made already
+      backend: a filter backend's name or registered factory (one registered with ``gaussian_filter=True``,
+        :class:`~banditkit.posteriors.registry.Backend`); a factory this function made already
         is returned as it is when the settings agree (else ``ValueError``).
       prior_count: ``ν_0 > 0``, pseudo-observations behind the starting variance (the likelihood's ``obs_noise``).
       forgetting: ``ρ ∈ (0, 1]``, per-``predict`` decay of the noise belief's evidence (1: a fixed variance).
@@ -159,10 +166,12 @@ def adaptive_noise(
             f"plain backend ({getattr(factory.backend, '__name__', 'it')}) to use {settings}"
         )
     name = getattr(factory, "__name__", str(backend))
-    if name not in SUPPORTED:
+    found = registry.of(factory) or registry.find(name)  # the factory, or one named like a registered backend
+    if found is None or not found.gaussian_filter:
+        own = ", ".join(registry.names(learns_own_noise=True))
         raise ValueError(
             f"adaptive_noise: backend {name!r} is not a Gaussian filter with a fixed observation variance; use one "
-            f"of {list(SUPPORTED)} (neural_linear, linear(noise='nig') and vbll learn their noise themselves)"
+            f"of {list(registry.names(gaussian_filter=True))} ({own} learn their noise themselves)"
         )
     if not prior_count > 0:
         raise ValueError(

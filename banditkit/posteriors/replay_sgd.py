@@ -32,6 +32,7 @@ from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors import _replay as replay
 from banditkit.posteriors._replay import FifoBuffer, buffer_nll, fifo_mask  # noqa: F401  (re-exported)
 from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, PyTree
+from banditkit.posteriors.registry import Backend, register
 
 Array = jax.Array
 
@@ -106,3 +107,6 @@ def replay_sgd(
 
     hyper = dict(buffer_size=buffer_size, n_inner=n_inner, batch_size=batch_size, needs_example_x=True)
     return Posterior(init, predict, update, predictive, sample, mean, name=name, hyper=hyper)
+
+
+register(Backend(name="replay_sgd", factory=replay_sgd))

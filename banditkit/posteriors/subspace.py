@@ -69,6 +69,7 @@ from banditkit.posteriors import linalg
 from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, check_common_hyper
 from banditkit.posteriors.diag_ekf import diag_ekf
 from banditkit.posteriors.ekf import ekf
+from banditkit.posteriors.registry import Backend, register
 
 Array = jax.Array
 PyTree = Any
@@ -421,3 +422,12 @@ def _raise_if_diverged(theta: Array, inputs: PyTree, n_iters: int, learning_rate
         f"subspace_from_sgd: the warm-up SGD diverged (non-finite parameters after {n_iters} iterations); "
         f"lower {rate}" + ("" if clip_norm is not None else " or pass clip_norm (e.g. 0.1) to bound the gradient")
     )
+
+
+register(Backend(
+    name="subspace_ekf", factory=subspace_ekf,
+    bandit_defaults=dict(init_cov=1.0),
+    gaussian_filter=True,
+    # the subspace is fitted to warm-up data (refit) unless the caller gives the basis
+    refit=lambda hyper: hyper.get("basis") is None and hyper.get("basis_rows") is None,
+))

@@ -38,6 +38,7 @@ from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors import _replay as replay
 from banditkit.posteriors import linalg
 from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, PyTree
+from banditkit.posteriors.registry import Backend, register
 
 Array = jax.Array
 
@@ -181,3 +182,7 @@ def online_vbll(
                  n_inner=n_inner, learning_rate=learning_rate, regularization_weight=0.0,
                  wishart_scale=wishart_scale, prior_scale=prior_scale, dof=dof, init_cov_last=init_cov_last,
                  optimizer=optimizer, example_x=example_x)
+
+
+register(Backend(name="vbll", factory=vbll, learns_own_noise=True))
+register(Backend(name="online_vbll", factory=online_vbll, learns_own_noise=True))

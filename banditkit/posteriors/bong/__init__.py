@@ -93,6 +93,7 @@ from banditkit.posteriors.bong._dlr import BongDLRState, dlr_family
 from banditkit.posteriors.bong._estimators import estimator as _estimator
 from banditkit.posteriors.bong._full import BongFullState, full_family
 from banditkit.posteriors.bong._stability import check_step, self_fit_gain
+from banditkit.posteriors.registry import Backend, register
 
 __all__ = ["ESTIMATORS", "FAMILIES", "RULES", "BongDLRState", "BongDiagState", "BongFullState", "Est", "Family",
            "bong", "check_step", "self_fit_gain"]
@@ -232,3 +233,9 @@ def bong(
         forgetting=forgetting, min_precision=min_precision, seed=seed,
     )
     return Posterior(init, predict, update, predictive, sample, mean, name="bong", hyper=hyper)
+
+
+register(Backend(
+    name="bong", factory=bong,
+    bandit_defaults=dict(family="dlr", rank=10, init_cov=0.1),
+))
