@@ -228,7 +228,7 @@ def _warmed_up(agent, tau):
     """The agent's state after τ round-robin rounds on ``XS`` and its warm-up fit (key 7)."""
     state = agent.init(jax.random.PRNGKey(0), XS[0])
     for t in range(tau):
-        state = agent.observe(state, XS[t], t % agent.num_actions, float(REWARDS[t]))
+        state = agent.observe(state, XS[t], t % agent.num_actions_of(state), float(REWARDS[t]))
     return agent.warmup(jax.random.PRNGKey(7), state)
 
 

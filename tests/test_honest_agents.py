@@ -257,7 +257,7 @@ def test_rescale_multiplies_the_outputs_and_their_variance_exactly(backend):
         c_t = jnp.asarray(rng.normal(size=3), jnp.float32)
         st = agent.observe(st, c_t, t % 2, float(rng.normal()))
     post, c = agent.posterior, 2.5
-    x = agent._observation(ctx, jnp.int32(1))
+    x = (ctx, jax.nn.one_hot(1, 2))  # the selected-output input of arm 1
     (m0, s0), (m1, s1) = post.predictive(st.posterior, x), post.predictive(post.rescale(st.posterior, c), x)
     np.testing.assert_allclose(np.asarray(m1), c * np.asarray(m0), rtol=1e-5)
     np.testing.assert_allclose(np.asarray(s1), c**2 * (np.asarray(s0) - 0.05) + 0.05, rtol=1e-4)
@@ -271,9 +271,9 @@ def test_a_growing_learned_scale_keeps_the_models_predictions_in_reward_units():
     st = agent.init(jax.random.PRNGKey(1), ctx)
     for t in range(6):
         st = agent.observe(st, jnp.asarray(rng.normal(size=3), jnp.float32), t % 2, float(rng.uniform(-2, 2)))
-    x = agent._observation(ctx, jnp.int32(0))
+    x = (ctx, jax.nn.one_hot(0, 2))  # the selected-output input of arm 0
     before = float(agent.posterior.predictive(st.posterior, x)[0][0] * agent.scale_of(st))
-    grown = agent._observe(st, ctx, jnp.int32(1), jnp.float32(40.0))  # the scale jumps to 40 on this round
+    grown = agent.update(st, ctx, jnp.int32(1), jnp.float32(40.0))  # the scale jumps to 40 on this round
     assert float(agent.scale_of(grown)) == 40.0
     for cov in (True, False):  # "exact" and "mean" keep the mean prediction in reward units alike
         rescaled = agent.posterior.rescale(st.posterior, float(agent.scale_of(st)) / 40.0, cov)

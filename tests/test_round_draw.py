@@ -147,7 +147,7 @@ def test_agent_uses_the_conditional_draw_only_for_an_affine_head():
     assert int(action) == int(want)
     # the compiled form (vmapped keys) agrees with the eager calls
     keys = jax.random.split(key, 8)
-    acts = jax.jit(jax.vmap(lambda k: a._act(k, st, ctx)))(keys)
+    acts = jax.jit(jax.vmap(lambda k: a.choose(k, st, ctx)))(keys)
     assert [int(v) for v in acts] == [int(a.act(k, st, ctx)[0]) for k in keys]
 
     class Wrapped:  # a user model: not known to end in a Dense head

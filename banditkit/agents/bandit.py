@@ -38,6 +38,7 @@ from __future__ import annotations
 import inspect
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import jax
@@ -66,11 +67,25 @@ class WarmupBuffer(NamedTuple):
     rewards: Array  # (τ,) the rewards as observed (r / reward_scale)
 
 
+@jax.tree_util.register_static
+@dataclass(frozen=True)
+class AgentShapes:
+    """What :meth:`BanditAgent.init` learns from its example context, carried in the state as *static* pytree data
+    (no leaves: it rides through ``jit`` / ``vmap`` / ``lax.scan`` / checkpoints in the tree structure, so two states
+    of one agent initialised with different context shapes never interfere, and the agent object is never written).
+
+    ``contexts``: the shape of each leaf of the context (``(K, F...)`` per-arm); ``num_actions``: ``K``."""
+
+    contexts: tuple[tuple[int, ...], ...]
+    num_actions: int
+
+
 class AgentState(NamedTuple):
     posterior: Any  # the posterior backend's state
     step: Array  # int32: rounds observed so far
     warmup: Any  # WarmupBuffer for a backend with refit and τ > 0, else ()
     scale: Any = ()  # reward_scale="auto": the reward scale learned so far, max |r| over observed rewards; else ()
+    shapes: Any = ()  # AgentShapes: the context shapes and K found at init (static, no leaves)
 
 
 #: ``reward_scale`` value that learns the scale from the rewards the agent observes (:meth:`BanditAgent.scale_of`)
@@ -129,8 +144,37 @@ def accepts_keyword(factory: Callable, name: str) -> bool:
     return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
+def backend_settings(name: str) -> frozenset[str] | None:
+    """The hyper-parameters the backend ``name`` (a registry name) takes as keyword arguments, read from its
+    factory's signature (everything after ``apply_fn, likelihood``); ``None`` when it takes any keyword
+    (``**kwargs``).  Unknown names raise ``ValueError`` listing the valid ones."""
+    factory = resolve_backend(name)
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return None
+    named = [k for k, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    return frozenset(k for k in named if k not in ("apply_fn", "likelihood"))
+
+
 class BanditAgent:
     """Model + posterior + policy (see the module docstring).
+
+    The agent object is configuration only: ``init``, ``act``, ``observe``, ``observe_batch``, ``propensity``,
+    ``action_probabilities`` and ``warmup`` are pure functions of it and never write to it.  What ``init`` learns
+    from its example context (the context's shapes and the arm count K) is part of the state it returns
+    (``state.shapes``, an :class:`AgentShapes` held as static pytree data), so one agent may hold states for contexts
+    of different shapes side by side.  A round has two public spellings:
+
+    * ``act`` / ``observe``: checked (context shapes, finite inputs, the action's range) and, with concrete inputs,
+      one jitted call each; ``act`` also runs the warm-up fit at round τ.  Inside a trace they run their pure bodies.
+    * ``choose(key, state, context, mask)`` / ``update(state, context, action, reward)``: those pure bodies — no
+      checks, no jit, no warm-up fit — for loops that trace a whole run themselves (``lax.scan`` over rounds,
+      ``vmap`` over seeds: the compiled runner, benchmarks, studies).  Such a loop calls ``warmup(warmup_key(key_t),
+      state)`` itself at round :attr:`warmup_rounds`, and ``propensity`` (traceable) for a round's logged
+      propensity with the key ``propensity_key(key_t)``.
 
     Args:
       model: a Flax module (or any object with ``init(key, x)`` and ``apply(params, x)``).  Multi-output:
@@ -151,7 +195,8 @@ class BanditAgent:
       adaptive_noise: learn the Gaussian observation variance online (``True``, or a dict of
         :func:`banditkit.posteriors.adaptive_noise`'s settings) instead of keeping ``obs_noise`` fixed; for the
         Gaussian filter backends (``adaptive_noise.SUPPORTED``) given by name or factory.
-      num_actions: K for a multi-output model (default: the model's output size, found at ``init``).
+      num_actions: K for a multi-output model (default: the model's output size, found at ``init`` and kept in the
+        state, :meth:`num_actions_of`).
       reward_scale: rewards are observed as ``r / reward_scale`` (scores are in those units; the argmax is
         unchanged), so one set of default hyper-parameters fits rewards of any magnitude.  ``"auto"`` learns it from
         the stream: the state carries ``s_t = max_{τ ≤ t} |r_τ|`` over the rewards observed so far and round ``t``
@@ -271,12 +316,10 @@ class BanditAgent:
         self.spec = None if spec is None else str(spec)
         if posterior_name is not None:
             self.posterior_name = str(posterior_name)
-        self._template = None
-        self._context_shapes = None
-        self._jit_act = jax.jit(self._act)
+        self._jit_choose = jax.jit(self.choose)
         # observe / warmup may loop over batched gradients (body retraining, the warm-up SGD): keep their
         # convolutions in XLA:CPU's fast layout inside those loops (banditkit._xla.conv)
-        self._jit_observe = jax.jit(canonical_convs(self._observe))
+        self._jit_update = jax.jit(canonical_convs(self.update))
         self._jit_observe_batch = jax.jit(canonical_convs(self._observe_batch))
         self._jit_warmup = jax.jit(canonical_convs(self.warmup))
         self._jit_probs = jax.jit(self._action_probabilities, static_argnames=("num_draws",))
@@ -323,32 +366,32 @@ class BanditAgent:
     def _example_input(self, context):
         return context[0] if self.per_arm else context
 
-    def _k(self, context) -> int:
-        if self.per_arm:
-            return int(jax.tree_util.tree_leaves(context)[0].shape[0])
-        return int(self.num_actions)
+    @staticmethod
+    def num_actions_of(state: AgentState) -> int:
+        """``K``, the number of arms of ``state`` (found by :meth:`init`: the model's outputs, or the per-arm context's
+        rows)."""
+        return state.shapes.num_actions
 
     # ---------------------------------------------------------------------------------------------------------
     def init(self, key: Array, example_context) -> AgentState:
         """Initial weights from ``model.init`` and the prior belief; ``example_context`` fixes the shapes."""
         example_context = jax.tree_util.tree_map(jnp.asarray, example_context)
-        self._context_shapes = [tuple(jnp.shape(c)) for c in jax.tree_util.tree_leaves(example_context)]
+        context_shapes = tuple(tuple(int(n) for n in jnp.shape(c)) for c in jax.tree_util.tree_leaves(example_context))
         if self.per_arm and jnp.ndim(jax.tree_util.tree_leaves(example_context)[0]) < 1:
             raise ValueError("a per-arm agent needs a context with one feature row per arm, shape (K, ...)")
         k_model, k_basis = jax.random.split(key)
         params = self.model.init(k_model, self._example_input(example_context))
-        self._template = jax.tree_util.tree_map(
-            lambda p: jax.ShapeDtypeStruct(jnp.shape(p), jnp.result_type(p)), params
-        )
-        if not self.per_arm:
+        if self.per_arm:
+            k = context_shapes[0][0]
+        else:
             out = jax.eval_shape(self.model.apply, params, example_context)
             if len(out.shape) != 1:
                 raise ValueError(f"a multi-output model must return (K,) for one context, got shape {out.shape}")
-            if self.num_actions is None:
-                self.num_actions = int(out.shape[0])
-            elif self.num_actions != out.shape[0]:
-                raise ValueError(f"num_actions={self.num_actions} but the model returns {out.shape[0]} outputs")
-        x0 = self._observation(example_context, jnp.int32(0))
+            k = int(out.shape[0])
+            if self.num_actions is not None and self.num_actions != k:
+                raise ValueError(f"num_actions={self.num_actions} but the model returns {k} outputs")
+        shapes = AgentShapes(context_shapes, int(k))
+        x0 = self._observation(example_context, jnp.int32(0), shapes.num_actions)
         dtype = jnp.result_type(*jax.tree_util.tree_leaves(params))
         overrides = {}
         if self.head_prior == "unit":
@@ -362,7 +405,7 @@ class BanditAgent:
             ctx = jax.tree_util.tree_map(lambda c: jnp.zeros((tau, *jnp.shape(c)), jnp.result_type(c)), example_context)
             warm = WarmupBuffer(ctx, jnp.zeros((tau,), jnp.int32), jnp.zeros((tau,), dtype))
         scale = jnp.zeros((), dtype) if self.auto_scale else ()
-        return AgentState(post_state, jnp.zeros((), jnp.int32), warm, scale)
+        return AgentState(post_state, jnp.zeros((), jnp.int32), warm, scale, shapes)
 
     def _unit_head_variance(self, params, context) -> Array:
         """``1 / (‖φ(context)‖² + 1)`` at ``params`` (the ``head_prior="unit"`` rule, traceable)."""
@@ -383,12 +426,19 @@ class BanditAgent:
         return jnp.asarray(self.reward_scale)
 
     # ---------------------------------------------------------------------------------------------------------
-    def candidates(self, posterior: Posterior, context):
-        """``(reward_fn, moments_fn)`` of the K arms for ``context`` (see :mod:`banditkit.policies.base`)."""
+    def candidates(self, posterior: Posterior, context, num_actions: int | None = None):
+        """``(reward_fn, moments_fn)`` of the K arms for ``context`` (see :mod:`banditkit.policies.base`).
+        ``num_actions``: K of a multi-output model (with a state at hand, :meth:`num_actions_of`); default: the
+        agent's ``num_actions``, else the model's output size for ``context`` (abstract evaluation, no FLOPs)."""
         if self.per_arm:
             return point_candidates(posterior, self.model.apply, context, self.likelihood,
                                     affine_head=self.affine_head)
-        return output_candidates(posterior, self.model.apply, context, self.num_actions, self.likelihood,
+        k = self.num_actions if num_actions is None else num_actions
+        if k is None:
+            spec = jax.tree_util.tree_map(lambda c: jax.ShapeDtypeStruct(jnp.shape(c), jnp.result_type(c)), context)
+            out = jax.eval_shape(lambda c: self.model.apply(self.model.init(jax.random.PRNGKey(0), c), c), spec)
+            k = int(out.shape[0])
+        return output_candidates(posterior, self.model.apply, context, int(k), self.likelihood,
                                  affine_head=self.affine_head)
 
     def _round_robin(self, step: Array, k: int, mask: Array | None) -> Array:
@@ -403,24 +453,27 @@ class BanditAgent:
     def _in_warmup(self, state: AgentState) -> Array:
         return state.step < self.warmup_steps
 
-    def _act(self, key: Array, state: AgentState, context, mask: Array | None = None) -> Array:
+    def choose(self, key: Array, state: AgentState, context, mask: Array | None = None) -> Array:
+        """The action (int32) :meth:`act` takes in ``state``, without act's input checks and warm-up fit: pure,
+        traceable, not jitted — the round's decision for loops that call :meth:`warmup` themselves at round
+        :attr:`warmup_rounds` (the compiled runner, benchmarks).  ``mask`` as in :meth:`act`."""
         post = self.posterior
-        reward_fn, moments_fn = self.candidates(post, context)
+        reward_fn, moments_fn = self.candidates(post, context, self.num_actions_of(state))
         if mask is None:
             action = self.policy.choose(key, post, state.posterior, reward_fn, moments_fn)
         else:  # unavailable arms score -inf (an all-true mask gives choose's action)
             scores = self.policy.score(key, post, state.posterior, reward_fn, moments_fn)
             action = jnp.argmax(_probs.masked(scores, mask)).astype(jnp.int32)
         if self.warmup_steps > 0:
-            rr = self._round_robin(state.step, self._k(context), mask)
+            rr = self._round_robin(state.step, self.num_actions_of(state), mask)
             action = jnp.where(self._in_warmup(state), rr, action).astype(jnp.int32)
         return action
 
-    def _check_mask(self, mask, context):
+    def _check_mask(self, mask, state):
         """``mask`` as a bool ``(K,)`` array (``None`` passes): one flag per arm, at least one arm available."""
         if mask is None:
             return None
-        k = self._k(context)
+        k = self.num_actions_of(state)
         if tuple(jnp.shape(mask)) != (k,):
             raise ValueError(f"mask must have one flag per arm, shape ({k},), got {tuple(jnp.shape(mask))}")
         if not _is_traced(mask) and not np.any(np.asarray(mask)):
@@ -438,8 +491,8 @@ class BanditAgent:
         """
         self._check_ready(state)
         context = jax.tree_util.tree_map(jnp.asarray, context)
-        self._check_context(context)
-        mask = self._check_mask(mask, context)
+        self._check_context(context, state)
+        mask = self._check_mask(mask, state)
         if not _is_traced(context):
             from banditkit.validation import check_finite
 
@@ -453,13 +506,13 @@ class BanditAgent:
             elif int(state.step) == self.warmup_steps:
                 state = self._jit_warmup(k_warm, state)
         if _is_traced((key, state, context, mask)):
-            return self._act(key, state, context, mask), state
-        return self._jit_act(key, state, context, mask), state
+            return self.choose(key, state, context, mask), state
+        return self._jit_choose(key, state, context, mask), state
 
     # ---------------------------------------------------------------------------------------------------------
     def _action_probabilities(self, key, state, context, mask=None, num_draws: int = _probs.DEFAULT_DRAWS):
         post = self.posterior
-        reward_fn, moments_fn = self.candidates(post, context)
+        reward_fn, moments_fn = self.candidates(post, context, self.num_actions_of(state))
         probs = _probs.action_probabilities(self.policy, key, post, state.posterior, reward_fn, moments_fn,
                                                  mask=mask, num_draws=num_draws)
         if self.warmup_steps > 0:
@@ -479,15 +532,15 @@ class BanditAgent:
         """
         self._check_ready(state)
         context = jax.tree_util.tree_map(jnp.asarray, context)
-        self._check_context(context)
-        mask = self._check_mask(mask, context)
+        self._check_context(context, state)
+        mask = self._check_mask(mask, state)
         if _is_traced((key, state, context, mask)):
             return self._action_probabilities(key, state, context, mask, num_draws)
         return self._jit_probs(key, state, context, mask, num_draws=num_draws)
 
     def _propensity(self, key, state, context, action, mask=None, num_draws: int = _probs.DEFAULT_DRAWS):
         post = self.posterior
-        reward_fn, moments_fn = self.candidates(post, context)
+        reward_fn, moments_fn = self.candidates(post, context, self.num_actions_of(state))
         p = _probs.taken_propensity(self.policy, key, post, state.posterior, reward_fn, moments_fn, action,
                                          mask=mask, num_draws=num_draws)
         if self.warmup_steps > 0:
@@ -506,21 +559,23 @@ class BanditAgent:
         """
         self._check_ready(state)
         context = jax.tree_util.tree_map(jnp.asarray, context)
-        self._check_context(context)
-        mask = self._check_mask(mask, context)
+        self._check_context(context, state)
+        mask = self._check_mask(mask, state)
         action = jnp.asarray(action, jnp.int32)
         if _is_traced((key, state, context, action, mask)):
             return self._propensity(key, state, context, action, mask, num_draws)
         return self._jit_propensity(key, state, context, action, mask, num_draws=num_draws)
 
-    def _observation(self, context, action):
+    def _observation(self, context, action, k: int):
         if self.per_arm:
             x = jax.tree_util.tree_map(lambda c: c[action], context)
         else:
-            x = (context, jax.nn.one_hot(action, self.num_actions))
+            x = (context, jax.nn.one_hot(action, k))
         return x
 
-    def _observe(self, state: AgentState, context, action: Array, reward: Array) -> AgentState:
+    def update(self, state: AgentState, context, action: Array, reward: Array) -> AgentState:
+        """The state :meth:`observe` returns, without observe's input checks: pure, traceable, not jitted — the
+        round's learning step for loops that trace it themselves (the compiled runner, benchmarks)."""
         post = self.posterior
         dtype = jnp.result_type(*jax.tree_util.tree_leaves(state.posterior))
         scale = state.scale
@@ -531,7 +586,7 @@ class BanditAgent:
                 state = state._replace(posterior=post.rescale(state.posterior, ratio, self.rescale == "exact"))
             state = state._replace(scale=scale)
         y = as_obs(reward, dtype) / self.scale_of(state).astype(dtype)
-        x = self._observation(context, action)
+        x = self._observation(context, action, self.num_actions_of(state))
         new = post.predict(post.update(state.posterior, x, y))
         warm = state.warmup
         if self.warmup_rounds > 0:  # buffered for the refit; the posterior starts after it
@@ -542,12 +597,12 @@ class BanditAgent:
             ctx = jax.tree_util.tree_map(put, buf.contexts, context)
             warm = buf._replace(contexts=ctx, actions=put(buf.actions, action), rewards=put(buf.rewards, y[0]))
             new = jax.tree_util.tree_map(lambda a, b: jnp.where(in_warmup, a, b), state.posterior, new)
-        return AgentState(new, state.step + 1, warm, scale)
+        return state._replace(posterior=new, step=state.step + 1, warmup=warm, scale=scale)
 
     def observe(self, state: AgentState, context, action, reward) -> AgentState:
         """Update the belief with the reward of the pulled arm (then the time update ``predict``)."""
         self._check_ready(state)
-        self._check_context(jax.tree_util.tree_map(jnp.asarray, context))
+        self._check_context(jax.tree_util.tree_map(jnp.asarray, context), state)
         if not _is_traced((context, action, reward)):
             from banditkit.validation import check_action, check_finite
 
@@ -558,16 +613,15 @@ class BanditAgent:
                     f"{np.shape(np.asarray(reward))}"
                 )
             check_finite("context", context, hint="clean the context before observe()")
-            k = self._k(jax.tree_util.tree_map(jnp.asarray, context))
-            check_action(int(action), k)
+            check_action(int(action), self.num_actions_of(state))
         context = jax.tree_util.tree_map(jnp.asarray, context)
         action = jnp.asarray(action, jnp.int32)
         if _is_traced((state, context, action, reward)):
-            return self._observe(state, context, action, reward)
-        return self._jit_observe(state, context, action, reward)
+            return self.update(state, context, action, reward)
+        return self._jit_update(state, context, action, reward)
 
     def _observe_batch(self, state: AgentState, contexts, actions: Array, rewards: Array) -> AgentState:
-        body = lambda st, row: (self._observe(st, *row), None)
+        body = lambda st, row: (self.update(st, *row), None)
         return jax.lax.scan(body, state, (contexts, actions, rewards))[0]
 
     def observe_batch(self, state: AgentState, contexts, actions, rewards) -> AgentState:
@@ -585,13 +639,13 @@ class BanditAgent:
                              f"{n} actions, {rewards.shape[0]} rewards")
         if n == 0:
             return state
-        self._check_context(jax.tree_util.tree_map(lambda c: c[0], contexts))
+        self._check_context(jax.tree_util.tree_map(lambda c: c[0], contexts), state)
         if not _is_traced((contexts, actions, rewards)):
             from banditkit.validation import check_finite
 
             check_finite("rewards", rewards, hint="drop or impute those rounds before observe_batch()")
             check_finite("contexts", contexts, hint="clean the contexts before observe_batch()")
-            k = self._k(jax.tree_util.tree_map(lambda c: c[0], contexts))
+            k = self.num_actions_of(state)
             bad = np.flatnonzero((np.asarray(actions) < 0) | (np.asarray(actions) >= k))
             if bad.size:
                 raise ValueError(f"actions out of range [0, {k}) at batch positions {bad[:8].tolist()}")
@@ -600,15 +654,16 @@ class BanditAgent:
         return self._jit_observe_batch(state, contexts, actions, rewards)
 
     def _check_ready(self, state):
-        if self._template is None or not isinstance(state, AgentState):
+        if not (isinstance(state, AgentState) and isinstance(state.shapes, AgentShapes)):
             raise RuntimeError("call agent.init(key, example_context) first and pass the state it returns")
 
-    def _check_context(self, context):
+    def _check_context(self, context, state: AgentState):
         """The context has the shapes of the example given to ``init`` (static, so this works under jit too)."""
-        shapes = [tuple(jnp.shape(c)) for c in jax.tree_util.tree_leaves(context)]
-        if shapes != self._context_shapes:
-            want = self._context_shapes[0] if len(self._context_shapes) == 1 else self._context_shapes
-            got = shapes[0] if len(shapes) == 1 else shapes
+        shapes = tuple(tuple(jnp.shape(c)) for c in jax.tree_util.tree_leaves(context))
+        want = state.shapes.contexts
+        if shapes != want:
+            want = want[0] if len(want) == 1 else list(want)
+            got = shapes[0] if len(shapes) == 1 else list(shapes)
             raise ValueError(
                 f"context has shape {got} but the agent was initialised with contexts of shape {want}"
                 + (" (per-arm: one feature row per arm)" if self.per_arm else "")
@@ -636,8 +691,8 @@ class BanditAgent:
             return state
         post = self.posterior
         buf: WarmupBuffer = state.warmup
-        tau, k = self.warmup_steps, self.num_actions
-        observe = jax.vmap(self._observation)  # the posterior's input of (context, arm), per round
+        tau, k = self.warmup_steps, self.num_actions_of(state)
+        observe = jax.vmap(lambda c, a: self._observation(c, a, k))  # the posterior's input of (context, arm)
         if targets is None:
             xs = jax.tree_util.tree_map(lambda a: a[:, None], observe(buf.contexts, buf.actions))  # (τ, 1, ...)
             ys = buf.rewards[:, None, None]
@@ -651,7 +706,7 @@ class BanditAgent:
                     + (" with a per-arm model" if self.per_arm else "")
                 )
             arms = jnp.arange(k, dtype=jnp.int32)
-            xs = jax.vmap(lambda c: jax.vmap(lambda a: self._observation(c, a))(arms))(buf.contexts)  # (τ, K, ...)
+            xs = jax.vmap(lambda c: jax.vmap(lambda a: self._observation(c, a, k))(arms))(buf.contexts)  # (τ, K, ...)
             scale = self.scale_of(state).astype(buf.rewards.dtype)
             ys = (jnp.asarray(targets, buf.rewards.dtype) / scale)[..., None]
             weights = jnp.full((tau, k), 1.0 / k, ys.dtype)  # the mean over the K observed entries
@@ -659,8 +714,8 @@ class BanditAgent:
 
         def step(ps, i):
             ctx = jax.tree_util.tree_map(lambda c: c[i], buf.contexts)
-            x = self._observation(ctx, buf.actions[i])
+            x = self._observation(ctx, buf.actions[i], k)
             return post.predict(post.update(ps, x, buf.rewards[i][None])), None
 
         pstate, _ = jax.lax.scan(step, pstate, jnp.arange(tau))
-        return AgentState(pstate, state.step, buf, state.scale)
+        return state._replace(posterior=pstate)

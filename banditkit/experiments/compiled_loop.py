@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -148,10 +149,10 @@ def round_scan(agent, state, d: dict, pool, t0, length: int, record: dict | None
     def step(st, t):
         key_t = jax.random.fold_in(d["keys"][1], t)
         ctx = pool[d["index"][t]]
-        a = agent._act(key_t, st, ctx)
-        p = agent._propensity(agent.propensity_key(key_t), st, ctx, a, None, draws) if draws else ()
+        a = agent.choose(key_t, st, ctx)  # the warm-up fit runs between segments (warm_lane), not in the scan
+        p = agent.propensity(agent.propensity_key(key_t), st, ctx, a, num_draws=draws) if draws else ()
         r = d["rewards"][t, a]
-        st = agent._observe(st, ctx, a, r)
+        st = agent.update(st, ctx, a, r)
         return st, (a, r, d["expected"][t, a], jnp.max(d["expected"][t]), _recorded(record, st), p)
 
     # unroll=2: with one round per loop iteration XLA copies the loop-carried state before an update whose product
@@ -327,9 +328,13 @@ def _run_compiled(agent, u, name, seeds, steps, chunk, progress, sink, checkpoin
         return warm_lane(agent, state, d, tau)
 
     t_start = time.perf_counter()
+    if progress:  # compiling takes seconds to minutes: say so before the progress bar appears
+        print(f"compiling {name}…", end="", file=sys.stderr, flush=True)
     state, program = compile_lanes(init_one, segment_one, warm_one, data, contexts, ctx_axis, segments, steps, tau,
                                    per_seed)
     compile_s = time.perf_counter() - t_start
+    if progress:
+        print(f" {compile_s:.1f} s", file=sys.stderr, flush=True)
 
     def emit(t0, keep, out, offsets, nonfinite):
         a, r, e, o = (np.asarray(x)[:n, :keep] for x in out[:4])

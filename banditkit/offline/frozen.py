@@ -37,7 +37,7 @@ def _check_agent(agent, state, contexts: np.ndarray) -> int:
         kind = "per-arm (K, F) feature matrices" if contexts.ndim == 3 else "shared (d,) feature vectors"
         raise ValueError(f"the log holds {kind} but the agent's reward model is "
                          f"{'per-arm' if per_arm else 'multi-output'}")
-    k = int(contexts.shape[1]) if per_arm else int(agent.num_actions)
+    k = int(contexts.shape[1]) if per_arm else int(agent.num_actions_of(state))
     return k
 
 

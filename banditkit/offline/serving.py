@@ -148,7 +148,7 @@ class ServingAgent:
         return action, prop, state
 
     def _k(self, context) -> int:
-        return int(np.shape(context)[0]) if self.agent.per_arm else int(self.agent.num_actions)
+        return int(np.shape(context)[0]) if self.agent.per_arm else self.agent.num_actions_of(self.state)
 
     def act(self, context, available=None) -> Decision:
         """Choose an arm for ``context`` among the ``available`` ones (``(K,)`` 0/1; ``None``: all)."""
@@ -306,7 +306,7 @@ class ServingAgent:
     def _tree(self):
         rows = [self._pending[t] for t in self.pending]
         x_shape = self._context_shape()
-        k = int(x_shape[0]) if self.agent.per_arm else int(self.agent.num_actions)
+        k = int(x_shape[0]) if self.agent.per_arm else self.agent.num_actions_of(self.state)
         pend = dict(
             tickets=np.asarray(self.pending, np.int64),
             contexts=np.stack([r.context for r in rows]) if rows else np.zeros((0, *x_shape), np.float32),
@@ -317,7 +317,7 @@ class ServingAgent:
         return dict(agent=self.state, pending=pend)
 
     def _context_shape(self) -> tuple:
-        shapes = getattr(self.agent, "_context_shapes", None)
+        shapes = self.state.shapes.contexts  # the shapes agent.init found (BanditAgent: AgentState.shapes)
         if self._build is not None:
             return tuple(self._build["context_shape"])
         if shapes:

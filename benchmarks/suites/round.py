@@ -6,8 +6,8 @@ default configuration: per-arm head blocks ``arms=K``, square-root last layer, `
 float32, one seed, on a state after ``--burn`` rounds of the runner, each its own ``jax.jit``:
 
 ``update``   ``posterior.update(state, (context, e_a), y)``: the measurement update alone
-``act``      ``agent._act(key, state, context)``: the Thompson draw of ``f(θ̃, context) (K,)``, argmax
-``observe``  ``agent._observe(state, context, a, r)``: ``update`` then ``predict`` (the time update)
+``act``      ``agent.choose(key, state, context)``: the Thompson draw of ``f(θ̃, context) (K,)``, argmax
+``observe``  ``agent.update(state, context, a, r)``: ``update`` then ``predict`` (the time update)
 ``round``    ``act`` + ``observe`` under one ``jit``, the body of the compiled runner's scan
 ``sample``   ``posterior.sample(key, state)`` alone (the draw of ``act``)
 ``predict``  ``posterior.predict(state)`` alone
@@ -101,15 +101,15 @@ def build(env_name: str, config: str, rank: int, length: int, burn: int, draw: s
         def step(s, t):
             key_t = jax.random.fold_in(d["keys"][1], t)
             c = pool[d["index"][t]]
-            a = agent._act(key_t, s, c)
+            a = agent.choose(key_t, s, c)
             r = d["rewards"][t, a]
-            return agent._observe(s, c, a, r), (a, r, d["expected"][t, a], jnp.max(d["expected"][t]))
+            return agent.update(s, c, a, r), (a, r, d["expected"][t, a], jnp.max(d["expected"][t]))
         return jax.lax.scan(step, st, t0 + jnp.arange(n), unroll=2)
 
     def observe_one(st, d, pool, t0, n):
         def step(s, t):
             a = (t % k).astype(jnp.int32)
-            return agent._observe(s, pool[d["index"][t]], a, d["rewards"][t, a]), a
+            return agent.update(s, pool[d["index"][t]], a, d["rewards"][t, a]), a
         return jax.lax.scan(step, st, t0 + jnp.arange(n))
 
     state, prog = loop.compile_lanes(lambda d, pool: loop.init_lane(agent, d, pool), scan_one, None, data, contexts,
@@ -121,18 +121,18 @@ def build(env_name: str, config: str, rank: int, length: int, burn: int, draw: s
     rewards = jnp.asarray(data["rewards"][0, t])
     a0 = jnp.int32(int(np.argmax(np.asarray(data["rewards"][0, t]))))
     post = agent.posterior
-    x = agent._observation(ctx, a0)
+    x = (ctx, jax.nn.one_hot(a0, k))  # the selected-output model's input of arm a0 (bk.agents.selected_output)
     y = jnp.asarray([float(rewards[a0]) / agent.reward_scale], jnp.float32)
     key = jax.random.fold_in(jax.random.PRNGKey(1), t)
 
     def round_fn(key, st, c, r):
-        a = agent._act(key, st, c)
-        return agent._observe(st, c, a, r[a])
+        a = agent.choose(key, st, c)
+        return agent.update(st, c, a, r[a])
 
     calls = {
         "update": (post.update, (one.posterior, x, y)),
-        "act": (agent._act, (key, one, ctx)),
-        "observe": (agent._observe, (one, ctx, a0, rewards[a0])),
+        "act": (agent.choose, (key, one, ctx)),
+        "observe": (agent.update, (one, ctx, a0, rewards[a0])),
         "round": (round_fn, (key, one, ctx, rewards)),
         "sample": (post.sample, (key, one.posterior)),
         "predict": (post.predict, (one.posterior,)),

@@ -204,13 +204,13 @@ def trace(agent, env, seed: int, steps: int, draws: int = 8) -> dict[str, np.nda
     def step(st, t):
         key_t = jax.random.fold_in(keys[1], t)
         ctx = contexts[index[t]]
-        a = agent._act(key_t, st, ctx)
+        a = agent.choose(key_t, st, ctx)
         reward_fn, moments_fn = agent.candidates(post, ctx)
         mean, _ = moments_fn(st.posterior)
         score = jax.vmap(lambda k: agent.policy.score(k, post, st.posterior, reward_fn, moments_fn))(
             jax.random.split(jax.random.fold_in(key_t, 1), draws))
         r = rewards[t, a]
-        return agent._observe(st, ctx, a, r), (a, r, mean, score.std(0))
+        return agent.update(st, ctx, a, r), (a, r, mean, score.std(0))
 
     _, (a, r, mean, spread) = jax.jit(lambda s: jax.lax.scan(step, s, jnp.arange(steps)))(state)
     return dict(action=np.asarray(a), reward=np.asarray(r), expected=np.asarray(fb.expected, np.float64),

@@ -50,7 +50,7 @@ def probe(agent, state, env, seed: int, images: int = 20, draws: int = 50, param
     import jax
 
     post = agent.posterior_for(state)
-    act = jax.jit(jax.vmap(agent._act, in_axes=(0, None, None)))
+    act = jax.jit(jax.vmap(agent.choose, in_axes=(0, None, None)))
     thetas = jax.jit(jax.vmap(lambda k: post.sample(k, state.posterior)))(
         jax.random.split(jax.random.PRNGKey(seed + 1000), param_draws))
     mean_params = post.mean(state.posterior)

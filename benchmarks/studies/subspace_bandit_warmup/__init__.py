@@ -176,7 +176,7 @@ def _ceiling(argv: list[str]) -> None:
             ctx = np.asarray(fb.contexts)[np.asarray(fb.index)]
             labels = np.argmax(np.asarray(fb.rewards), axis=1)
             state, key = warmup_rounds(agent, fb, seed)
-            state = jax.block_until_ready(agent._jit_warmup(key, state))
+            state = jax.block_until_ready(jax.jit(agent.warmup)(key, state))
             tau, post = agent.warmup_steps, state.posterior
             train, test = slice(tau, tau + args.train), slice(tau + args.train, tau + args.train + args.test)
             finite = bool(np.all(np.isfinite(np.asarray(post.offset))))

@@ -50,7 +50,7 @@ def warmup_rounds(agent, fb, seed: int) -> tuple[object, jax.Array]:
     state = agent.init(keys[0], ctx[0])
     tau, k = agent.warmup_steps, agent.num_actions  # K is known after init
     for t in range(tau):
-        state = agent._jit_observe(state, ctx[t], t % k, rewards[t, t % k])
+        state = agent.observe(state, ctx[t], t % k, rewards[t, t % k])
     return state, agent.warmup_key(jax.random.fold_in(keys[1], tau))
 
 
@@ -60,7 +60,7 @@ def fit(agent, fb, seed: int, full: bool) -> tuple[object, float]:
     state, key = warmup_rounds(agent, fb, seed)
     targets = np.asarray(fb.rewards)[: agent.warmup_steps] if full else None
     tic = time.perf_counter()
-    state = jax.block_until_ready(agent._jit_warmup(key, state, targets))
+    state = jax.block_until_ready(jax.jit(agent.warmup)(key, state, targets))
     return state, time.perf_counter() - tic
 
 
