@@ -108,9 +108,5 @@ def diag_ekf(
     return Posterior(init, predict, update, predictive, sample, mean, name="diag_ekf", hyper=hyper)
 
 
-register(Backend(
-    name="diag_ekf", factory=diag_ekf,
-    bandit_defaults=dict(init_cov=0.01),
-    bo_defaults=dict(init_cov=1e-2),
-    gaussian_filter=True,
-))
+register(Backend(name="diag_ekf", factory=diag_ekf, bandit_defaults=dict(init_cov=0.01),
+                 bo_defaults=dict(init_cov=1e-2), gaussian_filter=True))

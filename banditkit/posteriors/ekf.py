@@ -92,9 +92,5 @@ def ekf(
     return Posterior(init, predict, update, predictive, sample, mean, name="ekf", hyper=hyper)
 
 
-register(Backend(
-    name="ekf", factory=ekf,
-    bandit_defaults=dict(init_cov=1.0),
-    bo_defaults=dict(init_cov=1e-2),
-    gaussian_filter=True,
-))
+register(Backend(name="ekf", factory=ekf, bandit_defaults=dict(init_cov=1.0), bo_defaults=dict(init_cov=1e-2),
+                 gaussian_filter=True))
