@@ -288,6 +288,8 @@ def test_a_registration_is_checked():
     assert registry.backend("hilofi").bandit_defaults["rank"] == 10 and registry.backend("hilofi").bo_defaults[
         "rank"] == 50  # HiLoFi's three ranks, each once: make_agent's, BayesOpt's, the factory's own (20)
     assert bk.agents.make_agent("hilofi", _multi_output()).posterior.hyper["rank"] == 10
+    opt = bk.BayesOpt([(0.0, 1.0)], surrogate="HiLoFi", features=(8,), n_candidates=16, direction="minimize")
+    assert opt.surrogate_kwargs == dict(rank=50, init_cov_hidden=0.1, init_cov_last=1.0, last_layer="head")
 
 
 def test_the_docs_page_registers_a_backend_that_works_everywhere(capsys):
