@@ -251,19 +251,19 @@ def test_fixed_and_learned_noise_side_by_side(tmp_path, built_agents, capsys):
     """A name ending in ``-adaptive_noise`` learns its variance while the same name without it keeps it fixed, in one
     comparison (``--policy`` goes before the suffix); naming both with ``--adaptive-noise``, or the suffix on a
     backend that cannot take it, is a one-line error before anything is written."""
-    from banditkit.cli.bandit import spec as _spec
+    from banditkit.cli.bandit import agent_spec
 
     for name, policy, spec in [("hilofi", "ucb", "hilofi-ucb"),
                                ("hilofi-adaptive_noise", "ucb", "hilofi-ucb-adaptive_noise"),
                                ("lofi-ts-adaptive_noise", "ucb", "lofi-ts-adaptive_noise"),
                                ("diag-ekf", "ucb", "diag-ekf-ucb"), ("eps_greedy", "ucb", "eps_greedy"),
                                ("lofi-ucb", "thompson", "lofi-ucb")]:
-        assert _spec(name, policy) == spec, (name, policy)
+        assert agent_spec(name, policy).label == spec, (name, policy)
     out = tmp_path / "c"
     argv = ["compare", "--env", "mushroom", "--agents", "lofi,lofi-adaptive_noise", "--steps", "20", "--seeds", "1",
             "--quiet"]
     assert main([*argv, "--out", str(out)]) == 0
-    assert built_agents["lofi-thompson"] == "lofi-thompson"  # a plain spec: runner.run builds the usual agent
+    assert built_agents["lofi-thompson"].posterior_name == "lofi"  # a plain spec: the usual agent
     assert built_agents["lofi-thompson-adaptive_noise"].posterior_name == "adaptive_noise(lofi)"
     assert set(pd.read_csv(out / "compare.csv").agent) == {"lofi-thompson", "lofi-thompson-adaptive_noise"}
     _one_line_error(capsys, [*argv, "--adaptive-noise", "--out", str(tmp_path / "d")], "would run twice",

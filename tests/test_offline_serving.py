@@ -145,6 +145,7 @@ def test_evaluate_and_warmstart_commands(tmp_path, capsys):
     assert main(["warmstart", "--log", str(path), "--agent", "linear-thompson", "--out", str(tmp_path)]) == 0
     srv = ServingAgent.load(tmp_path / "linear-thompson.bk")
     assert 0 <= srv.act(np.zeros(D)).action < K
+    assert "s] read 120 rows, 4 arms" in capsys.readouterr().err  # progress lines on stderr (not with --quiet)
     bad = df.copy()
     bad.loc[[4, 9], "propensity"] = [0.0, 2.0]
     bad.to_csv(tmp_path / "bad.csv", index=False)

@@ -193,7 +193,7 @@ def test_run_with_a_checkpoint_continues_exactly(tmp_path):
     """``run(checkpoint=...)``: stopped at its third chunk (the rows of that chunk delivered, the checkpoint from
     the second), resumed: the rounds from the checkpoint on, exactly as in a run never stopped, with the
     cumulative regret going on from the saved totals."""
-    from banditkit.experiments import runner
+    from banditkit.experiments import checkpoints, runner
 
     kw = dict(steps=300, seeds=2, chunk_size=50, progress=False)
     ref = runner.run("banditkit/Mushroom-v0", "hilofi-thompson", **kw)
@@ -202,10 +202,10 @@ def test_run_with_a_checkpoint_continues_exactly(tmp_path):
     with pytest.raises(Stop):
         runner.run("banditkit/Mushroom-v0", "hilofi-thompson", checkpoint=ck, save_every=0,
                    on_chunk=stop_at_chunk(3), **kw)
-    assert runner.checkpoint_round(ck) == 100  # the rows are delivered before the chunk's state is saved
+    assert checkpoints.checkpoint_round(ck) == 100  # the rows are delivered before the chunk's state is saved
     rest = runner.run("banditkit/Mushroom-v0", "hilofi-thompson", checkpoint=ck, **kw)
     pd.testing.assert_frame_equal(rest, ref[ref.step >= 100].reset_index(drop=True))
-    assert runner.checkpoint_round(ck) == 300
+    assert checkpoints.checkpoint_round(ck) == 300
     with pytest.raises(ValueError, match="another run.*seeds"):
         runner.run("banditkit/Mushroom-v0", "hilofi-thompson", checkpoint=ck, **{**kw, "seeds": 3})
     with pytest.raises(ValueError, match="checkpoint_dir"):
@@ -214,7 +214,7 @@ def test_run_with_a_checkpoint_continues_exactly(tmp_path):
     runner.compare(["linear-greedy", "linear-thompson"], "banditkit/Mushroom-v0", steps=40, progress=False,
                    checkpoint_dir=folder)
     assert sorted(os.listdir(folder)) == ["linear-greedy.bk", "linear-thompson.bk"]
-    assert runner.checkpoint_round(folder / "linear-thompson.bk") == 40
+    assert checkpoints.checkpoint_round(folder / "linear-thompson.bk") == 40
 
 
 # 6000 rounds in chunks of 300: the kill comes as the second agent's first chunk is saved, with ~3 s of its run
@@ -233,7 +233,7 @@ def test_killed_compare_resumes_exactly(tmp_path, _no_process_blas_cap):
     ck = out / "compare_state" / "hilofi-thompson.bk"
     rc, _ = _signal_once_saved([*_COMPARE_ARGS, "--save-every", "0", "--out", str(out)], ck, signal.SIGKILL)
     assert rc == -signal.SIGKILL
-    from banditkit.experiments.runner import checkpoint_round
+    from banditkit.experiments.checkpoints import checkpoint_round
 
     assert 0 < checkpoint_round(ck) < _STEPS
     assert main([*_COMPARE_ARGS, "--out", str(out), "--resume"]) == 0

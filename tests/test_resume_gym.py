@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from banditkit.experiments import runner
+from banditkit.experiments import checkpoints, runner
 
 KW = dict(steps=60, seeds=[3, 5], chunk_size=10, progress=False)
 
@@ -61,12 +61,12 @@ def test_gymnasium_run_resumes_exactly(tmp_path, stop_chunk, rounds):
     ck = tmp_path / "state" / "hilofi.bk"
     with pytest.raises(Stop):
         runner.run(PlainEnv(), "hilofi-thompson", checkpoint=ck, save_every=0, on_chunk=_stop_at(stop_chunk), **KW)
-    assert runner.checkpoint_rounds(ck) == rounds  # the rows are delivered before the chunk's state is saved
-    assert runner.checkpoint_round(ck) == min(rounds.values())
+    assert checkpoints.checkpoint_rounds(ck) == rounds  # the rows are delivered before the chunk's state is saved
+    assert checkpoints.checkpoint_round(ck) == min(rounds.values())
     rest = runner.run(PlainEnv(), "hilofi-thompson", checkpoint=ck, **KW)
     done = ref.seed.map(rounds)
     pd.testing.assert_frame_equal(rest, ref[ref.step >= done].reset_index(drop=True))
-    assert runner.checkpoint_rounds(ck) == {3: 60, 5: 60}
+    assert checkpoints.checkpoint_rounds(ck) == {3: 60, 5: 60}
     assert runner.run(PlainEnv(), "hilofi-thompson", checkpoint=ck, **KW).empty  # finished: nothing left to run
 
 
@@ -82,11 +82,11 @@ def test_gymnasium_resume_checks_the_env_and_the_run(tmp_path):
         runner.run("banditkit/Mushroom-v0", "linear-thompson", checkpoint=ck, **KW)
     compiled = tmp_path / "compiled.bk"
     runner.run("banditkit/Mushroom-v0", "linear-thompson", checkpoint=compiled, **{**KW, "steps": 20})
-    assert runner.checkpoint_rounds(compiled) == {3: 20, 5: 20}
+    assert checkpoints.checkpoint_rounds(compiled) == {3: 20, 5: 20}
     with pytest.raises(ValueError, match="compiled loop; resume it with compiled=True"):
         runner.run("banditkit/Mushroom-v0", "linear-thompson", checkpoint=compiled, compiled=False,
                    **{**KW, "steps": 20})
-    assert runner.checkpoint_rounds(tmp_path / "absent.bk") == {}
+    assert checkpoints.checkpoint_rounds(tmp_path / "absent.bk") == {}
 
 
 def test_gymnasium_compare_with_a_checkpoint_dir(tmp_path):
@@ -96,4 +96,4 @@ def test_gymnasium_compare_with_a_checkpoint_dir(tmp_path):
                         checkpoint_dir=folder)
     assert len(df) == 2 * 2 * 30
     for name in ("linear-greedy", "linear-thompson"):
-        assert runner.checkpoint_rounds(runner.agent_checkpoint(folder, name)) == {0: 30, 1: 30}
+        assert checkpoints.checkpoint_rounds(checkpoints.agent_checkpoint(folder, name)) == {0: 30, 1: 30}

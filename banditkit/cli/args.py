@@ -58,10 +58,16 @@ class _Later:
         return self.text()
 
 
-def _noise_backends() -> str:
+def noise_learners() -> tuple[str, ...]:
+    """The posterior backends that learn their Gaussian observation variance online (``--adaptive-noise``): the one
+    place the command line asks."""
     from banditkit.posteriors.noise import SUPPORTED
 
-    return ", ".join(SUPPORTED)
+    return tuple(SUPPORTED)
+
+
+def _noise_backends() -> str:
+    return ", ".join(noise_learners())
 
 
 def noise_args(p: argparse.ArgumentParser, default: float, units: str) -> None:

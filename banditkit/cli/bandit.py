@@ -22,7 +22,6 @@ DEMO_AGENTS = {
     "linear-TS": "linear-thompson",
     "eps-greedy": "replay_sgd-epsilon_greedy",
 }
-_POINT_ESTIMATE = {"eps_greedy", "epsilon_greedy", "greedy", "eps-greedy", "epsilon-greedy"}
 
 
 def env_id(name: str) -> str:
@@ -40,42 +39,35 @@ def env_id(name: str) -> str:
     raise CLIError(f"unknown environment {name!r}; choose one of: {names}")
 
 
-def spec(agent: str, policy: str) -> str:
-    """``agent`` with ``--policy`` appended when it names a posterior only (``hilofi`` -> ``hilofi-thompson``,
-    ``hilofi-adaptive_noise`` -> ``hilofi-thompson-adaptive_noise``); a full spec or a point-estimate baseline
-    (``lofi-ucb``, ``eps_greedy``) is kept as written, and a bad name is reported where the agents are built."""
-    from banditkit.agents.factory import ADAPTIVE_SUFFIX, parse_spec, split_noise_suffix
+def agent_spec(text: str, policy: str = "thompson"):
+    """The :class:`~banditkit.agents.AgentSpec` of ``text``, parsed once, with ``policy`` for a name without one
+    (``hilofi`` -> ``hilofi-thompson``; its label keeps the user's words, ``-adaptive_noise`` last); a bad spec is a
+    one-line :class:`CLIError` naming the valid names."""
+    from banditkit.agents.spec import AgentSpec
 
-    a = agent.strip()
-    core, learns = split_noise_suffix(a) if a else (a, False)
-    if core in _POINT_ESTIMATE:
-        return a
     try:
-        parse_spec(f"{core}-{policy}")
-    except ValueError:  # already has a policy, or no valid name at all
-        return a
-    return f"{core}-{policy}" + (f"-{ADAPTIVE_SUFFIX}" if learns else "")
+        return AgentSpec.parse(text, policy=policy)
+    except ValueError as e:
+        raise CLIError(str(e)) from None
+
+
+def learns_noise(spec) -> bool:
+    """Whether ``spec``'s backend can learn its Gaussian observation variance online (``--adaptive-noise``)."""
+    return spec.posterior in cli_args.noise_learners()
 
 
 def settings_by_agent(agents: dict, sets: dict) -> dict[str, dict]:
-    """Each agent's share of ``--set``: the keys its posterior backend takes.  A key that no agent's backend takes
-    is an error naming what they do take (checked before anything runs)."""
-    import inspect
-
-    from banditkit.agents.bandit import backends
-    from banditkit.agents.factory import parse_spec
+    """Each agent's share of ``--set`` (``agents``: ``{label: AgentSpec}``): the hyper-parameters its posterior
+    backend takes (:func:`banditkit.agents.bandit.backend_settings`).  A key that no agent's backend takes is an error
+    naming what they do take (checked before anything runs)."""
+    from banditkit.agents.bandit import backend_settings
 
     taken: dict[str, dict] = {}
-    names: dict[str, set] = {}
+    names: dict[str, frozenset] = {}
     for label, s in agents.items():
-        try:
-            post = parse_spec(s)[0]
-        except ValueError as e:
-            raise CLIError(str(e)) from None
-        params = inspect.signature(backends()[post]).parameters
-        takes_all = any(p.kind == p.VAR_KEYWORD for p in params.values())
-        names[post] = {k for k, p in params.items() if p.kind == p.KEYWORD_ONLY}
-        taken[label] = {k: v for k, v in sets.items() if takes_all or k in params}
+        keys = backend_settings(s.posterior)
+        names[s.posterior] = keys if keys is not None else frozenset(["any"])
+        taken[label] = {k: v for k, v in sets.items() if keys is None or k in keys}
     unused = [k for k in sets if not any(k in t for t in taken.values())]
     if unused:
         known = "; ".join(f"{post}: {', '.join(sorted(ks))}" for post, ks in names.items())
@@ -83,61 +75,53 @@ def settings_by_agent(agents: dict, sets: dict) -> dict[str, dict]:
     return taken
 
 
-def noise_by_agent(agents: dict, obs: float | None, adaptive: bool) -> dict[str, dict]:
-    """Each agent's observation-noise settings from ``--obs-noise`` / ``--adaptive-noise``: ``make_agent`` keyword
-    arguments.  ``--adaptive-noise`` wraps the agents whose backend :func:`banditkit.posteriors.adaptive_noise`
-    supports (a run where none does is an error naming those backends); an agent whose spec ends in
-    ``-adaptive_noise`` learns it anyway (``make_agent`` reads the suffix)."""
-    from banditkit.agents.factory import parse_spec, split_noise_suffix
-    from banditkit.posteriors.noise import SUPPORTED
-
-    learnable = {label: parse_spec(s)[0] in SUPPORTED for label, s in agents.items()}
-    if adaptive and not any(learnable.values()):
-        raise CLIError(f"--adaptive-noise: none of these agents has a backend that learns its noise this way "
-                       f"({', '.join(sorted(SUPPORTED))}); neural_linear and linear learn theirs already")
-    kwargs = {}
-    for label, s in agents.items():
-        kw = {} if obs is None else {"obs_noise": obs}
-        if adaptive and learnable[label] and not split_noise_suffix(s)[1]:
-            kw["adaptive_noise"] = True
-        kwargs[label] = kw
-    return kwargs
+def with_noise(agents: dict, adaptive: bool) -> dict:
+    """``agents`` (``{label: AgentSpec}``) with ``--adaptive-noise`` applied: the specs whose backend learns its noise
+    this way (:func:`learns_noise`) learn it (:meth:`~banditkit.agents.AgentSpec.learning_noise`; their label ends in
+    ``-adaptive_noise``), keyed by their labels.  A run where none can is an error naming those backends; two agents
+    that become one (listed with and without the suffix) are an error too."""
+    if not adaptive:
+        return dict(agents)
+    if not any(learns_noise(s) for s in agents.values()):
+        can = ", ".join(sorted(cli_args.noise_learners()))
+        raise CLIError(f"--adaptive-noise: none of these agents has a backend that learns its noise this way ({can}); "
+                       "neural_linear and linear learn theirs already")
+    specs = [s.learning_noise() if learns_noise(s) else s for s in agents.values()]
+    labels = [s.label for s in specs]
+    twice = sorted({b for b in labels if labels.count(b) > 1})
+    if twice:
+        raise CLIError(f"--adaptive-noise: {', '.join(twice)} would run twice (an agent listed both with and without "
+                       "the -adaptive_noise suffix); list it once, or drop --adaptive-noise to compare the two")
+    return {s.label: s for s in specs}
 
 
 def run_bandit(cmd: str, agents: dict, args: argparse.Namespace) -> int:
-    """Run ``agents`` (``{label: spec}``) for ``banditkit CMD``: settings checked and custom agents built before
+    """Run ``agents`` (``{label: AgentSpec}``) for ``banditkit CMD``: settings checked and the agents built before
     the folder is touched, then — as the folder's one writer — a fresh start or a resume, one agent after another
     (each checkpointed in ``<cmd>_state/``), and the summary."""
     import pandas as pd
 
-    from banditkit.agents.factory import ADAPTIVE_SUFFIX, split_noise_suffix
+    from banditkit.agents import make_agent
     from banditkit.experiments import runner
+    from banditkit.experiments.checkpoints import agent_checkpoint
+    from banditkit.experiments.resolve import make_env
     from banditkit.experiments.results_folder import rows_to_resume
 
     env = env_id(args.env)
     sets = dict(getattr(args, "set", None) or [])
-    per_agent = settings_by_agent(agents, sets)
     obs_noise, adaptive = getattr(args, "obs_noise", None), bool(getattr(args, "adaptive_noise", False))
-    noise = noise_by_agent(agents, obs_noise, adaptive)
-    run = dict(env=env, agents=agents, steps=args.steps, seeds=args.seeds, set=sets, obs_noise=obs_noise,
-               adaptive_noise=adaptive)
-    labels = {a: f"{a}-{ADAPTIVE_SUFFIX}" if noise[a].get("adaptive_noise") else a for a in agents}  # rows say which
-    twice = sorted({b for b in labels.values() if list(labels.values()).count(b) > 1})
-    if twice:
-        raise CLIError(f"--adaptive-noise: {', '.join(twice)} would run twice (an agent listed both with and without "
-                       "the -adaptive_noise suffix); list it once, or drop --adaptive-noise to compare the two")
-    agents, per_agent, noise = ({labels[a]: v for a, v in d.items()} for d in (agents, per_agent, noise))
-    env_obj, built = None, {}
-    custom = [a for a in agents if per_agent[a] or noise[a] or split_noise_suffix(agents[a])[1]]
-    if custom:  # built before the folder is touched: a bad value loses nothing
-        from banditkit.agents import make_agent
-
-        env_obj = runner._make_env(env, {}, args.steps)
-        for label in custom:
-            try:
-                built[label] = make_agent(agents[label], env_obj, posterior_kwargs=per_agent[label], **noise[label])
-            except (TypeError, ValueError) as e:
-                raise CLIError(f"{'--set for ' if per_agent[label] else ''}{label}: {e}") from None
+    run = dict(env=env, agents={label: s.label for label, s in agents.items()}, steps=args.steps, seeds=args.seeds,
+               set=sets, obs_noise=obs_noise, adaptive_noise=adaptive)
+    agents = with_noise(agents, adaptive)  # the rows say which agents learn their noise
+    per_agent = settings_by_agent(agents, sets)
+    env_obj = make_env(env, steps=args.steps)
+    built = {}
+    noise = {} if obs_noise is None else {"obs_noise": obs_noise}
+    for label, s in agents.items():  # built before the folder is touched: a bad value loses nothing
+        try:
+            built[label] = make_agent(s, env_obj, posterior_kwargs=per_agent[label], **noise)
+        except (TypeError, ValueError) as e:
+            raise CLIError(f"{'--set for ' if per_agent[label] else ''}{label}: {e}") from None
     prog = f"banditkit {cmd}"
     with results_folder(args, cmd, prog, run, others=["_timing.json"],
                         absent=dict(set={}, obs_noise=None, adaptive_noise=False)) as folder:
@@ -151,13 +135,11 @@ def run_bandit(cmd: str, agents: dict, args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         frames = [old]
         try:
-            for label, s in agents.items():
+            for label in agents:
                 if label in finished:
                     continue
-                if env_obj is None:
-                    env_obj = runner._make_env(env, {}, args.steps)
-                ck = runner.agent_checkpoint(folder.state_dir, label)
-                df = runner.run(env_obj, built.get(label, s), args.steps, args.seeds, name=label,
+                ck = agent_checkpoint(folder.state_dir, label)
+                df = runner.run(env_obj, built[label], args.steps, args.seeds, name=label,
                                 progress=not args.quiet, csv_path=folder.csv, checkpoint=ck,
                                 save_every=args.save_every)
                 frames.append(df)
@@ -200,20 +182,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
         agents = {
             by_key.get(a, by_key.get(a.lower())): DEMO_AGENTS[by_key.get(a, by_key.get(a.lower()))] for a in wanted
         }
-    return run_bandit("demo", agents, args)
+    return run_bandit("demo", {label: agent_spec(text) for label, text in agents.items()}, args)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    s = spec(args.agent, args.policy)
-    return run_bandit("run", {s: s}, args)
+    s = agent_spec(args.agent, args.policy)
+    return run_bandit("run", {s.label: s}, args)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     names = [a for a in args.agents.split(",") if a.strip()]
     if not names:
         raise CLIError("banditkit compare: error: --agents needs a comma-separated list, e.g. hilofi,lofi,eps_greedy")
-    specs = [spec(a, args.policy) for a in names]
-    return run_bandit("compare", {s: s for s in specs}, args)
+    specs = [agent_spec(a, args.policy) for a in names]
+    return run_bandit("compare", {s.label: s for s in specs}, args)
 
 
 def register(sub) -> None:

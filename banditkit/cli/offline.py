@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
+import time
 
 # the names of banditkit.offline.estimators.ESTIMATORS, written out so that --help imports nothing heavy
 ESTIMATOR_NAMES = "dm, ips, snips, dr, sndr, switch_dr"
@@ -25,6 +27,18 @@ def _fraction(text: str) -> float:
     if not 0.0 <= v < 1.0:
         raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1), got {text}")
     return v
+
+
+def _progress(args):
+    """``None`` with ``--quiet``, else a function printing one progress line to stderr with the seconds so far."""
+    if args.quiet:
+        return None
+    start = time.perf_counter()
+
+    def say(line: str) -> None:
+        print(f"[{time.perf_counter() - start:6.1f} s] {line}", file=sys.stderr, flush=True)
+
+    return say
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -95,7 +109,7 @@ def cmd_evaluate(args) -> int:
         num_actions=args.num_actions,
         train_fraction=args.train_fraction, reward_model=reward_model, estimators=estimators,
         interval=args.interval, alpha=args.alpha, folds=args.folds, num_draws=args.draws,
-        weighting=args.weighting, seed=args.seed,
+        weighting=args.weighting, seed=args.seed, progress=_progress(args),
     )
     with open(paths["md"]) as fh:
         print(fh.read().rstrip())
@@ -109,6 +123,6 @@ def cmd_warmstart(args) -> int:
     from banditkit.offline.commands import run_warmstart
 
     path = run_warmstart(args.log, args.agent, out=args.out, num_actions=args.num_actions, weighting=args.weighting,
-                         seed=args.seed)
+                         seed=args.seed, progress=_progress(args))
     print(f"wrote {path}" if not args.quiet else path)
     return 0

@@ -20,7 +20,7 @@ import sys
 import time
 
 from banditkit.cli import args as cli_args
-from banditkit.cli.bandit import env_id, settings_by_agent, spec
+from banditkit.cli.bandit import agent_spec, env_id, settings_by_agent
 from banditkit.cli.errors import CLIError
 from banditkit.cli.folder import results_folder
 
@@ -72,13 +72,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from banditkit.experiments import grid as _grid
     from banditkit.experiments import placement
     from banditkit.experiments.results_folder import ResultsFolder, rows_to_resume
-    from banditkit.experiments.sweep import _program_name, check, sweep
+    from banditkit.experiments.sweep import check, program_name, sweep
 
     env = env_id(args.env)
     names = [a.strip() for a in args.agents.split(",") if a.strip()]
     if not names:
         raise CLIError("--agents needs a comma-separated list, e.g. hilofi,lofi")
-    agents = {spec(a, args.policy): spec(a, args.policy) for a in names}
+    specs = {s.label: s for s in (agent_spec(a, args.policy) for a in names)}
+    agents = {label: str(s) for label, s in specs.items()}  # {label: canonical spec text}
     scalar = _axes(args.grid, "--grid")
     struct = _axes(args.structural, "--structural")
     try:
@@ -88,12 +89,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise CLIError(re.sub(r"structural=\{'(\w+)': \[\.\.\.\]\}", r"--structural \1=V1,V2,...", str(e))) from None
     sets = dict(args.set or [])
-    per_agent = settings_by_agent(agents, sets)  # each agent's share of --set (a key none takes is an error)
+    per_agent = settings_by_agent(specs, sets)  # each agent's share of --set (a key none takes is an error)
     for label, s in agents.items():  # every grid point's agent built before the folder is touched
         check({label: s}, env, scalar, structural=struct, posterior_kwargs=per_agent[label] or None)
     run = dict(env=env, agents=list(agents), grid=scalar, structural=struct, steps=args.steps, seeds=args.seeds,
                set=sets)
-    programs = [(_program_name(label, p), (label, p)) for label in agents for p in _grid.points(struct)]
+    programs = [(program_name(label, p), (label, p)) for label in agents for p in _grid.points(struct)]
     n_lanes = len(_grid.points(scalar)) * args.seeds
     writer = placement.is_writer()
     prog = "banditkit sweep"

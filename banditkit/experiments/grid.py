@@ -25,7 +25,7 @@ import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from banditkit.experiments.runner import COLUMNS
+from banditkit.experiments.frames import COLUMNS
 
 #: scalar axes (batched in one program) -> the keyword group they are passed in: "agent", "posterior" or "policy"
 SCALAR_AXES: dict[str, str] = {

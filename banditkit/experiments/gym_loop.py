@@ -67,6 +67,8 @@ def _run_gym(agent, env, name, seeds, steps, chunk, progress, sink, checkpoint, 
             rows = dict(a=[], r=[], e=[], o=[], rec=[], p=[])
             t0 = t_first = pg.t_next
             for t in range(t_first, steps):
+                if bar is not None and t == t_first and not pg.first_call_s:  # act / observe compile on first use
+                    bar.set_postfix_str(f"compiling {name}…", refresh=True)
                 tic = time.perf_counter()
                 key_t = jax.random.fold_in(k_act, t)
                 action, state = agent.act(key_t, state, obs)
@@ -78,6 +80,8 @@ def _run_gym(agent, env, name, seeds, steps, chunk, progress, sink, checkpoint, 
                 state = agent.observe(state, obs, a, reward)
                 dt = time.perf_counter() - tic
                 if t == t_first:
+                    if bar is not None and not pg.first_call_s:
+                        bar.set_postfix_str(f"compiled in {dt:.1f} s", refresh=True)
                     pg.first_call_s += dt  # includes tracing/compilation of act and observe
                 else:
                     pg.run_s += dt

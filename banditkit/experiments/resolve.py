@@ -1,10 +1,16 @@
-"""What :func:`banditkit.run` runs: an env from a Gymnasium id (or as given), an agent from a spec string (or as
-given), and the name of its rows."""
+"""What :func:`banditkit.run` runs: an env from a Gymnasium id (or as given), an agent from a spec (or as given), and
+the name of its rows.  Public so that the command line and benchmarks make envs and agents exactly as ``run`` does."""
 
 from __future__ import annotations
 
+from typing import Any
 
-def _make_env(env, env_kwargs: dict, steps: int | None = None):
+
+def make_env(env: Any, *, steps: int | None = None, **env_kwargs):
+    """The env :func:`banditkit.run` plays: ``gymnasium.make(env, **env_kwargs)`` for an id string (with
+    ``max_steps=steps`` when the env takes it and ``env_kwargs`` do not set it, so the episode is long enough for
+    ``steps`` rounds), or ``env`` itself for an env object (then ``env_kwargs`` must be empty).  An unknown id is a
+    ``ValueError`` listing the banditkit ids."""
     if isinstance(env, str):
         import gymnasium
 
@@ -25,9 +31,12 @@ def _make_env(env, env_kwargs: dict, steps: int | None = None):
     return env
 
 
+def resolve_agent(agent: Any, env):
+    """``agent`` as :func:`banditkit.run` plays it: a spec (text or :class:`~banditkit.agents.AgentSpec`) built by
+    :func:`~banditkit.agents.make_agent` for ``env``; an agent object (``init`` / ``act`` / ``observe``) as it is."""
+    from banditkit.agents.spec import AgentSpec
 
-def _make_agent(agent, env):
-    if isinstance(agent, str):
+    if isinstance(agent, (str, AgentSpec)):
         from banditkit.agents import make_agent
 
         return make_agent(agent, env)
@@ -36,8 +45,15 @@ def _make_agent(agent, env):
     return agent
 
 
-
-def _agent_name(agent, name):
+def agent_label(agent: Any, name: str | None = None) -> str:
+    """The ``agent`` column of ``agent``'s rows: ``name`` when given, else its spec text (``agent.spec``, or the
+    text of a spec), its ``name``, or its type's name."""
     if name is not None:
         return str(name)
+    if isinstance(agent, str):
+        return agent
+    from banditkit.agents.spec import AgentSpec
+
+    if isinstance(agent, AgentSpec):
+        return agent.label
     return str(getattr(agent, "spec", None) or getattr(agent, "name", None) or type(agent).__name__)

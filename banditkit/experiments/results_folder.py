@@ -217,7 +217,7 @@ def whole_seeds(folder: ResultsFolder, seeds: int, steps: int) -> dict[int, pd.D
 def rows_to_resume(folder: ResultsFolder, parts: Iterable[tuple[str, dict[str, Any]]], *, lanes_per_seed: int = 1,
                    whole: int | None = None, steps: int | None = None) -> tuple[pd.DataFrame, set[str]]:
     """``(rows, finished)`` for resuming work saved as one checkpoint per part in the folder's state folder
-    (:func:`banditkit.experiments.runner.agent_checkpoint`): the bandit runner's agents, or a sweep's programs.
+    (:func:`banditkit.experiments.checkpoints.agent_checkpoint`): the bandit runner's agents, or a sweep's programs.
 
     ``parts``: ``(name, {column: value})``, the part's checkpoint name and the values picking its rows (its agent
     label, a sweep program's structural values).  A part with exactly ``whole`` rows is finished (kept, its name in
@@ -227,22 +227,23 @@ def rows_to_resume(folder: ResultsFolder, parts: Iterable[tuple[str, dict[str, A
     ``steps``: the rounds per seed; a checkpoint past them (the compiled loop's last chunk padded beyond ``steps``)
     counts as ``u_s = steps``, so a part that finished keeps its rows.  The CSV is rewritten with the rows kept
     (dropping rows past a checkpoint and lines torn by a kill)."""
-    from banditkit.experiments import runner
+    from banditkit.experiments.checkpoints import agent_checkpoint, checkpoint_rounds
+    from banditkit.experiments.frames import COLUMNS
 
     rows = folder.read_rows()
-    if not set(runner.COLUMNS) <= set(rows.columns):
-        rows = pd.DataFrame(columns=runner.COLUMNS)
-    rows = rows.dropna(subset=runner.COLUMNS)  # a line torn by a kill
+    if not set(COLUMNS) <= set(rows.columns):
+        rows = pd.DataFrame(columns=COLUMNS)
+    rows = rows.dropna(subset=COLUMNS)  # a line torn by a kill
     keep, finished = [], set()
     for name, match in parts:
         mine = rows
         for column, value in match.items():
             mine = mine[mine[column].astype(str) == str(value)] if column in mine else mine.iloc[:0]
-        ck = runner.agent_checkpoint(folder.state_dir, name)
+        ck = agent_checkpoint(folder.state_dir, name)
         if whole is not None and len(mine) == whole:
             finished.add(name)
         else:
-            upto = runner.checkpoint_rounds(ck)  # {seed: rounds run}; the Gymnasium loop's differ by seed
+            upto = checkpoint_rounds(ck)  # {seed: rounds run}; the Gymnasium loop's differ by seed
             if steps is not None:
                 upto = {seed: min(u, steps) for seed, u in upto.items()}
             mine = mine[mine.step < mine.seed.map(upto).fillna(0)]

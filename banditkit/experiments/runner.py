@@ -56,7 +56,7 @@ features rather than NaNs) and shows the message under ``"warning"`` as a ``Runt
 Warm-up: an agent whose posterior refits to warm-up data (``agent.warmup_rounds = τ > 0``) has ``agent.warmup`` called
 once at round ``τ`` with the key ``agent.warmup_key(round key)``, in both loops.
 
-Where each part lives (this module keeps :func:`run` and :func:`compare` and re-exports the rest):
+Where each part lives (this module holds :func:`run` and :func:`compare` only; import the rest from its module):
 :mod:`~banditkit.experiments.resolve` (env and agent from ids / specs), :mod:`~banditkit.experiments.compiled_loop`,
 :mod:`~banditkit.experiments.gym_loop`, :mod:`~banditkit.experiments.frames` (the columns, CSV / callback sinks),
 :mod:`~banditkit.experiments.checkpoints` (both loops), :mod:`~banditkit.experiments.health` (finiteness, backend
@@ -74,46 +74,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from banditkit.experiments.checkpoints import (  # noqa: F401  (re-exported)
-    _resume_state,
-    _save_state,
-    agent_checkpoint,
-    checkpoint_round,
-    checkpoint_rounds,
-)
-from banditkit.experiments.compiled_loop import (  # noqa: F401  (re-exported)
-    _run_compiled,
-    _same_pool,
-    _segments,
-    _shardings,
-    _stack,
-    init_lane,
-    round_scan,
-    seed_inputs,
-    warm_lane,
-)
-from banditkit.experiments.frames import (  # noqa: F401  (re-exported)
-    COLUMNS,
-    DEFAULT_PROPENSITY_DRAWS,
-    PROPENSITY,
-    _check_record,
-    _frame,
-    _progress,
-    _propensity_draws,
-    _recorded,
-    _Sink,
-    is_synthetic,
-)
-from banditkit.experiments.gym_loop import _info_value, _run_gym  # noqa: F401  (re-exported)
-from banditkit.experiments.health import (  # noqa: F401  (re-exported)
-    _diagnostics,
-    _plain,
-    _recorded_diagnostics,
-    _warn_diagnostics,
-    state_is_finite,
-)
+from banditkit.experiments.checkpoints import agent_checkpoint
+from banditkit.experiments.frames import _check_record, _propensity_draws, _Sink
 from banditkit.experiments.prequential import seed_list as _seeds
-from banditkit.experiments.resolve import _agent_name, _make_agent, _make_env  # noqa: F401  (re-exported)
+from banditkit.experiments.resolve import agent_label, make_env, resolve_agent
 
 
 def run(
@@ -189,13 +153,14 @@ def run(
 
         return run_stream(env, agent, steps, seeds, name=name)
     seed_list = _seeds(seeds)
-    env = _make_env(env, env_kwargs, steps)
+    env = make_env(env, steps=steps, **env_kwargs)
     u = getattr(env, "unwrapped", env)
     if getattr(u, "task", "bandit") == "bo":
         raise ValueError("this is a Bayesian-optimisation env: use bk.bo.optimize / banditkit bo, not run()")
-    agent = _make_agent(agent, env)
-    label = _agent_name(agent, name)
-    from banditkit.experiments.compiled_loop import has_oracle, has_play_stream
+    agent = resolve_agent(agent, env)
+    label = agent_label(agent, name)
+    from banditkit.experiments.compiled_loop import _run_compiled, has_oracle, has_play_stream
+    from banditkit.experiments.gym_loop import _run_gym
 
     playable = has_play_stream(u)
     if compiled is None:
@@ -256,11 +221,11 @@ def compare(
     if isinstance(agents, dict):
         items = list(agents.items())
     else:
-        items = [(a if isinstance(a, str) else _agent_name(a, None), a) for a in agents]
+        items = [(agent_label(a), a) for a in agents]
     if not items:
         raise ValueError("compare needs at least one agent")
     env_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k not in _RUN_KEYS}
-    env_obj = _make_env(env, env_kwargs, steps)
+    env_obj = make_env(env, steps=steps, **env_kwargs)
     frames, timing = [], {}
     for label, agent in items:
         if checkpoint_dir is not None:

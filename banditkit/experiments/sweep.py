@@ -46,22 +46,20 @@ import pandas as pd
 
 from banditkit.experiments import grid as _grid
 from banditkit.experiments import placement as _place
-from banditkit.experiments.compiled_loop import ChunkHooks, compile_lanes, drive_chunks
-from banditkit.experiments.prequential import seed_list as _seeds
-from banditkit.experiments.runner import (
-    _frame,
-    _make_env,
-    _resume_state,
-    _save_state,
+from banditkit.experiments.checkpoints import _resume_state, _save_state, agent_checkpoint
+from banditkit.experiments.compiled_loop import (
+    ChunkHooks,
     _segments,
-    _Sink,
-    agent_checkpoint,
+    compile_lanes,
+    drive_chunks,
     init_lane,
-    is_synthetic,
     round_scan,
     seed_inputs,
     warm_lane,
 )
+from banditkit.experiments.frames import _frame, _Sink, is_synthetic
+from banditkit.experiments.prequential import seed_list as _seeds
+from banditkit.experiments.resolve import make_env
 
 AgentSpec = str | Sequence[str] | Mapping[str, str]
 
@@ -96,9 +94,6 @@ class _Recipe:
         self.post_accepts = lambda k: accepts_keyword(factory, k)
         self.agent_accepts = lambda k: accepts_keyword(BanditAgent.__init__, k) and k not in ("posterior", "policy")
         self.fixed = (dict(posterior_kwargs or {}), dict(policy_kwargs or {}), dict(agent_kwargs or {}))
-        u = getattr(env, "unwrapped", env)
-        self.per_arm = bool(getattr(u, "per_arm_features", False))
-        self.num_actions = int(u.num_actions)
 
     def __call__(self, hyper: Mapping[str, Any]):
         from banditkit.agents import make_agent
@@ -108,9 +103,7 @@ class _Recipe:
         post, pol, agent = self.fixed
         a = make_agent(self.spec, self.env, model=self.model, posterior_kwargs={**post, **post_kw},
                        policy_kwargs={**pol, **pol_kw}, **{**agent, **agent_kw})
-        if not self.per_arm and a.num_actions is None:
-            a.num_actions = self.num_actions  # what init would find; a traced build never calls init
-        return a
+        return a  # K and the context shapes come with the state agent.init returns (AgentState.shapes)
 
 
 def _check_points(recipe: _Recipe, configs: list[dict]):
@@ -133,7 +126,7 @@ def check(agent_spec: AgentSpec, env, grid: Mapping[str, Sequence[float]] | None
     scalar = _grid.check_scalar_grid(grid)
     struct = _grid.check_structural(structural, scalar)
     _grid.check_names(list(scalar) + list(struct))
-    env_obj = _make_env(env, env_kwargs)
+    env_obj = make_env(env, **env_kwargs)
     for _, spec in _specs(agent_spec):
         for point in _grid.points(struct):
             recipe = _Recipe(spec, env_obj, point, model, posterior_kwargs, policy_kwargs, agent_kwargs)
@@ -274,7 +267,9 @@ def _warn_idle_axes(df: pd.DataFrame, name: str, scalar: Mapping[str, Sequence[f
                       "obs_noise), or it made no difference within these rounds", RuntimeWarning, stacklevel=3)
 
 
-def _program_name(label: str, point: Mapping[str, Any]) -> str:
+def program_name(label: str, point: Mapping[str, Any]) -> str:
+    """The name of the program that runs agent ``label`` at the structural grid point ``point`` (its rows' ``agent``
+    and its checkpoint's name): ``"label [k=v ...]"``, or ``label`` alone for no structural axis."""
     return label if not point else label + " [" + " ".join(f"{k}={v}" for k, v in point.items()) + "]"
 
 
@@ -317,7 +312,7 @@ def sweep(
       progress: a progress bar per program (process 0 only).
       csv_path: process 0 appends every finished chunk's rows to this CSV.
       on_chunk: called with each finished chunk's rows (in every process).
-      checkpoint_dir: one checkpoint per program in this folder (:func:`banditkit.experiments.runner.
+      checkpoint_dir: one checkpoint per program in this folder (:func:`banditkit.experiments.checkpoints.
         agent_checkpoint` of the program's name), saved as ``bk.run`` saves them (``save_every`` seconds, and after
         the last chunk); a sweep given the folder of an interrupted one resumes each program where it stopped.
         With several processes it must be a folder every process reads (process 0 writes it).
@@ -336,7 +331,7 @@ def sweep(
     axes = list(scalar) + list(struct)
     _grid.check_names(axes)
     seed_list = _seeds(seeds)
-    env_obj = _make_env(env, env_kwargs, steps)
+    env_obj = make_env(env, steps=steps, **env_kwargs)
     u = getattr(env_obj, "unwrapped", env_obj)
     if not hasattr(u, "functional"):
         raise ValueError(f"{type(u).__name__} has no functional form (env.unwrapped.functional): a sweep runs the "
@@ -354,7 +349,7 @@ def sweep(
     for label, spec in specs:
         for point in _grid.points(struct):
             recipe = _Recipe(spec, env_obj, point, model, posterior_kwargs, policy_kwargs, agent_kwargs)
-            name = _program_name(label, point)
+            name = program_name(label, point)
             ckpt = agent_checkpoint(checkpoint_dir, name) if checkpoint_dir is not None else None
             sink = _Sink(sink_csv, on_chunk)
             timing[name] = _run_program(recipe, u, label, seed_list, configs, steps, chunk, progress, sink, ckpt,

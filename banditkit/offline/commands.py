@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
@@ -100,12 +101,16 @@ def run_evaluate(
     num_draws: int = 256,
     weighting: str | None = None,
     seed: int = 0,
+    progress: Callable[[str], None] | None = None,
 ) -> Evaluation:
-    """The module docstring's ``evaluate`` pipeline."""
+    """The module docstring's ``evaluate`` pipeline.  ``progress``: called with one line per stage (the command
+    line prints them to stderr)."""
+    say = progress or (lambda line: None)
     agents, policies = list(agents or []), list(policies or [])
     if not agents and not policies:
         raise ValueError("nothing to evaluate: give --agents SPEC,... and/or --policy FILE")
     log, info = read_log(log_path, num_actions)
+    say(f"read {len(log)} rows, {log.num_actions} arms from {log_path}")
     if train_fraction is None:
         train_fraction = 0.5 if agents else 0.0
     if not 0.0 <= train_fraction < 1.0:
@@ -120,6 +125,8 @@ def run_evaluate(
     targets: dict[str, np.ndarray] = {}
     exact: dict[str, object] = {}
     for i, spec in enumerate(agents):
+        say(f"agent {i + 1}/{len(agents)} {spec}: " + (f"warm start on {len(train)} rows, then " if train is not None
+                                                        else "") + f"its action probabilities on {len(test)} rows")
         agent = agent_for_log(spec, log)
         k = jax.random.fold_in(key, i)
         state = warm_start(agent, train, k, weighting=weighting, seed=seed) if train is not None \
@@ -133,12 +140,15 @@ def run_evaluate(
     targets[cf.UNIFORM] = uniform_probabilities(test)
     q_hat = None
     if reward_model is not None:
+        say(f"reward model {reward_model}: " + (f"fit on {len(train)} rows" if train is not None
+                                               else f"cross-fitted ({folds} folds)"))
         rm = agent_for_log(reward_model, log)
         k = jax.random.fold_in(key, len(agents))
         if train is not None:
             q_hat = reward_predictions((rm, warm_start(rm, train, k)), test)
         else:
             q_hat = reward_predictions(rm, test, k, folds=folds)
+    say(f"estimating {len(targets)} targets' values on {len(test)} rows")
     table = evaluate(test, targets, reward_model=q_hat, estimators=estimators, alpha=alpha, interval=interval,
                      seed=seed)
     table.attrs.update(reward_model=reward_model, train_rows=0 if train is None else len(train), test_rows=len(test),
@@ -166,11 +176,14 @@ def _report_markdown(report: pd.DataFrame | None, info, note: str | None) -> str
 
 
 def run_warmstart(log_path: str, spec: str, *, out: str = "results", num_actions: int | None = None,
-                  weighting: str | None = None, seed: int = 0) -> str:
-    """Warm-start ``spec`` on the whole log and save it as a serving checkpoint; returns the file written."""
+                  weighting: str | None = None, seed: int = 0, progress: Callable[[str], None] | None = None) -> str:
+    """Warm-start ``spec`` on the whole log and save it as a serving checkpoint; returns the file written.
+    ``progress``: called with one line per stage."""
     from banditkit.offline.serving import ServingAgent
 
+    say = progress or (lambda line: None)
     log, _ = read_log(log_path, num_actions)
+    say(f"read {len(log)} rows, {log.num_actions} arms from {log_path}; warm-starting {spec} on them")
     serving = ServingAgent.from_log(spec, log, seed=seed, weighting=weighting)
     os.makedirs(out, exist_ok=True)
     return serving.save(os.path.join(out, re.sub(r"[^A-Za-z0-9_.-]+", "_", spec) + ".bk"))

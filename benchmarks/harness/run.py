@@ -149,7 +149,7 @@ def run_or_render(args: argparse.Namespace, env, agents: dict[str, Callable],
 
 
 def _result(frames: list, timing: dict, failures: dict) -> Result:
-    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=bk.experiments.runner.COLUMNS)
+    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=bk.experiments.COLUMNS)
     frame.attrs["timing"] = timing
     return Result(frame, dict(timing), dict(failures))
 

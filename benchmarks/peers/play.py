@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from banditkit.experiments.runner import _frame
+from banditkit.experiments.frames import _frame
 from benchmarks.harness.run import Result, _result
 from benchmarks.harness.tables import se
 from benchmarks.peers import PEERS, Learner

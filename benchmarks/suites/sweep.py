@@ -47,7 +47,7 @@ def _worker(mode: str, steps: int, seeds: int, pid: int, port: int) -> None:
     tic = time.perf_counter()
     if mode == "loop-of-runs":
         frames, compile_s, run_s = [], 0.0, 0.0
-        env = bk.experiments.runner._make_env(ENV, {}, steps)
+        env = bk.experiments.resolve.make_env(ENV, steps=steps)
         for on in GRID["obs_noise"]:
             for ic in GRID["init_cov_last"]:
                 agent = bk.agents.make_agent(SPEC, env, obs_noise=on, posterior_kwargs=dict(init_cov_last=ic))

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from banditkit.agents import make_agent
-from banditkit.experiments.runner import state_is_finite
+from banditkit.experiments.health import state_is_finite
 from banditkit.posteriors.neural_linear import DIVERGENCE_RATIO
 from benchmarks import agents as A
 from benchmarks.harness import options, tables
