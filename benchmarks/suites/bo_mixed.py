@@ -37,6 +37,7 @@ import argparse
 import math
 import os
 import time
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -345,15 +346,45 @@ def _curves(path: str, iters: pd.DataFrame, tasks: list[str], methods: list[str]
     plt.close(fig)
 
 
+def add_run_arguments(p: argparse.ArgumentParser, methods: Sequence[str], seeds: int, out: str, what: str) -> None:
+    """The options a race of Optuna samplers takes (``--methods``, ``--seeds``, ``--budget``, ``--out``,
+    ``--report``, the BLAS threads); ``what``: the files ``--report`` rebuilds."""
+    p.add_argument("--methods", default=",".join(methods), help=f"comma-separated, from {list(methods)}")
+    p.add_argument("--seeds", type=int, default=seeds)
+    p.add_argument("--budget", type=int, default=40, help="trials per run, the 10 startup trials included")
+    p.add_argument("--out", default=out)
+    p.add_argument("--report", action="store_true", help=f"only rebuild {what} from the CSVs")
+    options.add_blas_threads(p)
+
+
+def run_missing(tasks: dict[str, Task], methods: Sequence[str], seeds: int, budget: int, runs_csv: str,
+                iters_csv: str, machine: str | None = None) -> None:
+    """Run every (task, method, seed) not yet in ``runs_csv`` — seed-major, so a run stopped early has whole seeds
+    of every task — appending its row to ``runs_csv`` and its trials to ``iters_csv`` as it finishes (``machine``:
+    the machine line to record instead of :func:`one_run`'s)."""
+    done = set()
+    if os.path.exists(runs_csv):
+        old = pd.read_csv(runs_csv)
+        done = set(zip(old.task, old.method, old.seed, strict=True))
+    for seed in range(seeds):
+        for t, task in tasks.items():
+            for m in methods:
+                if (t, m, seed) in done:
+                    continue
+                row, it = one_run(task, t, m, seed, budget)
+                if machine is not None:
+                    row["machine"] = machine
+                append_csv(runs_csv, pd.DataFrame([row]))
+                append_csv(iters_csv, it)
+                regret = "" if task.optimum is None else f", regret {row['final_regret']:.5g}"
+                print(f"{t} {m} seed {seed}: best {row['final_best']:.5g}{regret}, {row['s_per_bo_trial']:.3g} "
+                      f"s/trial, load {row['load']}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog=provenance.PROG + " bo_mixed", description=__doc__.split("\n\n")[0])
     p.add_argument("--tasks", default=",".join(TASKS), help=f"comma-separated, from {TASKS}")
-    p.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated, from {METHODS}")
-    p.add_argument("--seeds", type=int, default=5)
-    p.add_argument("--budget", type=int, default=40, help="trials per run, the 10 startup trials included")
-    p.add_argument("--out", default=RESULTS)
-    p.add_argument("--report", action="store_true", help="only rebuild bo_mixed.md and the plot from the CSVs")
-    options.add_blas_threads(p)
+    add_run_arguments(p, METHODS, 5, RESULTS, "bo_mixed.md and the plot")
     args = p.parse_args(argv)
     options.apply_blas_threads(args.blas_threads)
     tasks = options.names(args.tasks, TASKS, "tasks")
@@ -363,20 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     not_run = {m: r for m, r in unavailable().items() if m in methods}
     runs_csv, iters_csv = (os.path.join(args.out, f) for f in ("bo_mixed_runs.csv", "bo_mixed_iters.csv"))
     if not args.report:
-        done = set()
-        if os.path.exists(runs_csv):
-            old = pd.read_csv(runs_csv)
-            done = set(zip(old.task, old.method, old.seed, strict=True))
-        made = {t: make_task(t) for t in tasks}
-        for seed in range(args.seeds):  # seed-major: a run stopped early has whole seeds of every task
-            for t, task in made.items():
-                for m in methods:
-                    if m in not_run or (t, m, seed) in done:
-                        continue
-                    row, it = one_run(task, t, m, seed, args.budget)
-                    append_csv(runs_csv, pd.DataFrame([row]))
-                    append_csv(iters_csv, it)
-                    print(f"{t} {m} seed {seed}: best {row['final_best']:.5g}, {row['s_per_bo_trial']:.3g} s/trial",
-                          flush=True)
+        run_missing({t: make_task(t) for t in tasks}, [m for m in methods if m not in not_run], args.seeds,
+                    args.budget, runs_csv, iters_csv)
     report(args.out, command, not_run)
     return 0

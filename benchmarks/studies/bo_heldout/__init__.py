@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.harness import options, provenance
-from benchmarks.harness.tables import append_csv, se
+from benchmarks.harness.tables import se
 from benchmarks.suites import bo_mixed
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
@@ -139,12 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog=provenance.PROG + " study bo_heldout", description=__doc__.split("\n\n")[0])
     p.add_argument("--functions", default=",".join(map(str, FUNCTIONS)),
                    help="comma-separated bbob-mixint function numbers (the pre-registered six by default)")
-    p.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated, from {list(METHODS)}")
-    p.add_argument("--seeds", type=int, default=10)
-    p.add_argument("--budget", type=int, default=40, help="trials per run, the 10 startup trials included")
-    p.add_argument("--out", default=HERE)
-    p.add_argument("--report", action="store_true", help="only rebuild bo_heldout.md from the CSV")
-    options.add_blas_threads(p)
+    bo_mixed.add_run_arguments(p, METHODS, 10, HERE, "bo_heldout.md")
     args = p.parse_args(argv)
     options.apply_blas_threads(args.blas_threads)
     methods = options.names(args.methods, list(METHODS), "methods")
@@ -155,22 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     command = provenance.command_line()
     runs_csv, iters_csv = (os.path.join(args.out, f) for f in ("bo_heldout_runs.csv", "bo_heldout_iters.csv"))
     if not args.report:
-        done = set()
-        if os.path.exists(runs_csv):
-            old = pd.read_csv(runs_csv)
-            done = set(zip(old.task, old.method, old.seed, strict=True))
-        tasks = [CocoMixint(f) for f in functions]
-        machine = provenance.machine(load=False, packages=PACKAGES)
-        for seed in range(args.seeds):  # seed-major: a run stopped early has whole seeds of every problem
-            for task in tasks:
-                for m in methods:
-                    if (task.name, m, seed) in done:
-                        continue
-                    row, it = bo_mixed.one_run(task, task.name, m, seed, args.budget)
-                    row["machine"] = machine
-                    append_csv(runs_csv, pd.DataFrame([row]))
-                    append_csv(iters_csv, it)
-                    print(f"{task.name} {m} seed {seed}: regret {row['final_regret']:.5g}, "
-                          f"{row['s_per_bo_trial']:.3g} s/trial, load {row['load']}", flush=True)
+        tasks = {f"f{f}": CocoMixint(f) for f in functions}
+        bo_mixed.run_missing(tasks, methods, args.seeds, args.budget, runs_csv, iters_csv,
+                             machine=provenance.machine(load=False, packages=PACKAGES))
     print(report(args.out, command))
     return 0
