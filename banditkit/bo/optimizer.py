@@ -62,9 +62,11 @@ atomically (:mod:`banditkit.bo.persist`).
 
 from __future__ import annotations
 
+import copy
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import jax
@@ -75,12 +77,14 @@ import pandas as pd
 from banditkit.bo import acquisition as _acq
 from banditkit.bo import auto as _auto
 from banditkit.bo import compile_cache, persist, search
+from banditkit.bo import propose as _propose
 from banditkit.bo import surrogate as _surrogate
 from banditkit.bo import trust_region as _tr
 from banditkit.bo.acquisition import ACQUISITIONS, MAXIMIZERS
 from banditkit.bo.acquisition import log_score as _log_score  # noqa: F401  (the name tests and notes import)
-from banditkit.bo.space import Categorical, Space, as_space
-from banditkit.validation import check_bounds, check_finite, check_in_bounds
+from banditkit.bo.points import Points
+from banditkit.bo.space import Space, as_space
+from banditkit.validation import check_bounds, check_finite
 
 __all__ = ["ACQUISITIONS", "MAXIMIZERS", "BayesOpt"]
 
@@ -203,8 +207,9 @@ class BayesOpt:
         else:
             b = check_bounds(bounds)
             self.space, self._named = Space.from_bounds(b), False
-        self._discrete = not bool(np.all(self.space.continuous_mask))
-        self.dim = int(self.space.dim)
+        self._points = Points(self.space, self._named)  # the user's form of a point <-> the unit cube
+        self._discrete = self._points.discrete
+        self.dim = self._points.dim
         self._auto = _auto.is_auto(surrogate)
         if self._auto:
             _auto.check_arguments(acquisition, model, surrogate_kwargs)
@@ -322,6 +327,19 @@ class BayesOpt:
         """The surrogate's :class:`~banditkit.posteriors.Posterior` and its current state ``(post, state)``
         (for ``surrogate="gp"``: ``(None, GPState)``, the state ``None`` before the first fit)."""
         return self._surrogate.posterior, self._fit.state
+
+    @property
+    def config(self) -> Mapping[str, Any]:
+        """The resolved options in use (a read-only copy): ``obs_noise``, ``features``, ``n_candidates``,
+        ``maximizer``, ``n_starts``, ``refine_steps``, ``step_size``, ``xi``, ``beta``, ``min_distance``,
+        ``trust_region`` (with ``surrogate="auto"``: the current phase's)."""
+        return MappingProxyType(copy.deepcopy(self._config))
+
+    @property
+    def fit(self) -> _surrogate.Fit:
+        """What the surrogate learned from the evaluations (:class:`~banditkit.bo.surrogate.Fit`, immutable):
+        its ``state``, the standardisation ``shift`` / ``scale`` of the maximised values and ``n_fed``."""
+        return self._fit
 
     @property
     def trust_region(self) -> _tr.TrustRegion | None:
@@ -497,35 +515,16 @@ class BayesOpt:
 
     # points: the user's form <-> the unit cube ------------------------------------------------------------------
     def _snap(self, u: np.ndarray) -> np.ndarray:
-        """Valid points of a space with discrete parameters (a continuous space: only clipped to the cube)."""
-        u = np.clip(np.asarray(u, np.float64), 0.0, 1.0)
-        return self.space.snap(u) if self._discrete else u
+        return self._points.snap(u)
 
     def _external(self, u: np.ndarray, batch: bool = False):
-        u = np.asarray(u, np.float64)
-        if self._named:
-            return self.space.decode(u) if u.size or not batch else []
-        b = self.space.bounds
-        return b[:, 0] + u * (b[:, 1] - b[:, 0])
+        return self._points.external(u, batch)
 
     def _internal(self, x) -> np.ndarray:
-        """``(n, dim)`` unit-cube rows of point(s) in the user's form (validated)."""
-        if self._named:
-            if isinstance(x, Mapping):
-                return self.space.encode(x)[None]
-            if isinstance(x, pd.DataFrame):
-                x = x.to_dict("records")
-            if isinstance(x, Sequence) and not isinstance(x, (str, bytes)):
-                return self.space.encode(list(x)).reshape(-1, self.dim)
-            raise ValueError(f"a point of this space is a dict {{name: value}} (a batch: a list of dicts) with the "
-                             f"keys {list(self.space.names)}; got {type(x).__name__}")
-        b = self.space.bounds
-        xa = check_in_bounds(x, b, name="x")
-        xa = xa[None] if xa.ndim == 1 else xa
-        return np.clip((xa - b[:, 0]) / (b[:, 1] - b[:, 0]), 0.0, 1.0)
+        return self._points.internal(x)
 
     def _validate_tell(self, x, y) -> tuple[np.ndarray, np.ndarray]:
-        single = isinstance(x, Mapping) if self._named else np.ndim(x) == 1
+        single = self._points.is_single(x)
         u = self._internal(x)
         try:
             ya = np.asarray(y, dtype=np.float64)
@@ -588,73 +587,14 @@ class BayesOpt:
             return self._acquire_points(k, keys)
 
     def _acquire_points(self, k: int, keys: Callable[[], jax.Array]) -> tuple[np.ndarray, list[str]]:
-        cfg, fit, sur = self._config, self._fit, self._surrogate
-        dtype = sur.dtype
-        s = self._sign * self._y
-        best = float(np.max((s - fit.shift) / fit.scale))
-        cands, lo, hi = self._search_space(keys)
-        mixed = self.space if self._discrete else None
-        chosen: list[np.ndarray] = []
-        for _ in range(k):
-            if self.acquisition == "thompson":
-                if sur.function_draws:
-                    draw = sur.draw(fit.state, keys())
-                    x, _, order = _acq.maximise(self._kernels.thompson, draw, cands, lo, hi, cfg, mixed)
-                else:
-                    x, _, order = (np.asarray(a) for a in self._kernels.finite_draw(fit.state, keys(), cands))
-            else:
-                pend = self._taken(chosen)[self.n_evals:]  # the pending points and this batch so far
-                state = fit.state if not pend.shape[0] else sur.fantasize(
-                    fit, self._u, s, pend, np.full(pend.shape[0], best))  # constant liar: the best value so far
-                args = (state, jnp.asarray(best, dtype), _acq.weights(self.acquisition, dtype))
-                x, _, order = _acq.maximise(self._kernels.analytic, args, cands, lo, hi, cfg, mixed)
-            x = self._snap(x)
-            taken = self._avoid(chosen)
-            if taken.shape[0] and _near(taken, x, cfg["min_distance"]):
-                x = self._snap(self._replacement(taken, cands, order, x))
-            chosen.append(x)
-        return np.stack(chosen), [self.acquisition] * k
+        u = _propose.propose(k, self._model(), self._data(), self._points, self._candidates, keys)
+        return u, [self.acquisition] * k
 
-    def _replacement(self, taken: np.ndarray, cands: jax.Array, order: np.ndarray, x: np.ndarray) -> np.ndarray:
-        """A repeat of an evaluated / pending / chosen point: the best-ranked candidate that is new (in a space with
-        discrete parameters, failing that a random valid point that is new; failing that ``x`` itself)."""
-        tol = self._config["min_distance"]
-        c = np.asarray(cands, np.float64)
-        for j in np.asarray(order):
-            if not _near(taken, c[j], tol):
-                return c[j]
-        if self._discrete:
-            rng = np.random.default_rng([self.seed, self.n_evals, taken.shape[0]])
-            for cand in self.space.sample(rng, 256):
-                if not _near(taken, cand, tol):
-                    return cand
-        return x
+    def _model(self) -> _propose.Model:
+        return _propose.Model(self._surrogate, self._kernels, self._fit, self._config, self.acquisition)
 
-    def _search_space(self, keys: Callable[[], jax.Array]) -> tuple[jax.Array, jax.Array | None, jax.Array | None]:
-        """``(candidates (N, d), lo (d,), hi (d,))`` the acquisition is maximised over: the fixed Sobol set in the
-        unit cube (``lo = hi = None``, the kernels' static unit-cube case), or with ``trust_region=True`` the box
-        around the incumbent and candidates inside it (:mod:`banditkit.bo.trust_region`), snapped to valid
-        points (a categorical parameter, which a box does not localise, keeps the incumbent's choice with probability
-        ``1 − min(1, L)``, else takes a Sobol candidate's)."""
-        if not self._config["trust_region"]:
-            return self._candidates, None, None
-        center = self._u[int(np.argmax(self._sign * self._y))]
-        lo, hi = _tr.box(center, self._tr.length)
-        dtype = self._surrogate.dtype
-        lo, hi, c = (jnp.asarray(v, dtype) for v in (lo, hi, center))
-        cands = _tr.candidates(keys(), self._candidates, c, lo, hi)
-        if self._discrete:
-            cands = np.array(cands, np.float64)
-            # a box says nothing about unordered choices: each categorical of a candidate is redrawn (the Sobol
-            # candidate's choice) with probability min(1, L), else it keeps the incumbent's
-            rng = np.random.default_rng(int(jax.random.randint(keys(), (), 0, 2**31 - 1)))
-            base = np.asarray(self._candidates, np.float64)
-            for p, sl in zip(self.space.params, self.space.slices, strict=True):
-                if isinstance(p, Categorical):
-                    redraw = rng.random(cands.shape[0]) < min(1.0, self._tr.length)
-                    cands[redraw, sl] = base[redraw, sl]
-            cands = jnp.asarray(self.space.snap(cands), dtype)
-        return cands, lo, hi
+    def _data(self) -> _propose.Data:
+        return _propose.Data(self._u, self._sign * self._y, self._pending, self._failed, self._tr, self.seed)
 
     def _tr_after(self, y: np.ndarray) -> _tr.TrustRegion:
         """The trust region after the values ``y[self.n_evals:]`` are told (each one past the initial design is a
@@ -698,6 +638,4 @@ def _key_stream(key: jax.Array) -> Callable[[], jax.Array]:
     return next_key
 
 
-def _near(points: np.ndarray, x: np.ndarray, tol: float) -> bool:
-    """Whether ``x`` is within ``tol`` (max-norm, unit cube) of a row of ``points``; ``tol=0`` means exact repeats."""
-    return bool(np.min(np.max(np.abs(points - x), axis=1)) <= max(tol, 1e-9))
+_near = _propose.near
