@@ -115,7 +115,7 @@ def subspace_ceiling(agent, state, xs, labels, *, iters: int, batch: int = 250, 
     reward regression with every arm's reward revealed."""
     post = state.posterior
     off, rows, space, apply = post.offset, post.basis_rows, post.space, agent.model.apply
-    onehot = jax.nn.one_hot(jnp.asarray(labels), agent.num_actions)
+    onehot = jax.nn.one_hot(jnp.asarray(labels), agent.num_actions_of(state))
     xs = jnp.asarray(xs)
     opt = optax.adam(0.01)
 

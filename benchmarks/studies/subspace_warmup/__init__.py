@@ -48,7 +48,7 @@ def warmup_rounds(agent, fb, seed: int) -> tuple[object, jax.Array]:
     rewards = np.asarray(fb.rewards)
     keys = jax.random.split(jax.random.PRNGKey(seed))
     state = agent.init(keys[0], ctx[0])
-    tau, k = agent.warmup_steps, agent.num_actions  # K is known after init
+    tau, k = agent.warmup_steps, agent.num_actions_of(state)  # K: found by init, kept in the state
     for t in range(tau):
         state = agent.observe(state, ctx[t], t % k, rewards[t, t % k])
     return state, agent.warmup_key(jax.random.fold_in(keys[1], tau))
