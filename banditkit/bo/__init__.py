@@ -15,7 +15,9 @@
 The parts: :mod:`~banditkit.bo.space` (search spaces and their encoding), :mod:`~banditkit.bo.surrogate` (the
 model contract; :mod:`~banditkit.bo.surrogate_nn`, :mod:`~banditkit.bo.surrogate_gp`),
 :mod:`~banditkit.bo.acquisition`, :mod:`~banditkit.bo.search`, :mod:`~banditkit.bo.trust_region`,
-:mod:`~banditkit.bo.optimizer` (the ask/tell state), :mod:`~banditkit.bo.persist` (save / load),
+:mod:`~banditkit.bo.propose` (the proposal step, a pure function), :mod:`~banditkit.bo.points` (points in the user's
+form and in the unit cube), :mod:`~banditkit.bo.auto` (``surrogate="auto"``), :mod:`~banditkit.bo.optimizer` (the
+ask/tell state), :mod:`~banditkit.bo.persist` (save / load),
 :mod:`~banditkit.bo.loop` (:func:`optimize`, resumable runs).
 """
 

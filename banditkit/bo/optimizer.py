@@ -15,6 +15,10 @@ The parts, one idea each:
 - :mod:`~banditkit.bo.acquisition` — Thompson sampling, EI, PI, UCB and their maximisation over a mixed space
   (Sobol candidates, gradient refinement of the continuous coordinates, neighbour moves of the discrete ones);
 - :mod:`~banditkit.bo.trust_region` — TuRBO's adaptive box around the incumbent;
+- :mod:`~banditkit.bo.propose` — the proposal step as a pure function of the model and the data;
+- :mod:`~banditkit.bo.points` — a point in the user's form (an array of a box, a dict of a typed space) and in the
+  unit cube;
+- :mod:`~banditkit.bo.auto` — ``surrogate="auto"``: the GP with EI up to 100 evaluations, HiLoFi-TS after;
 - this module — the ask/tell state: evaluations, pending suggestions, the initial design, the PRNG key;
 - :mod:`~banditkit.bo.persist` — save / load; :mod:`~banditkit.bo.loop` — :func:`~banditkit.bo.optimize` and
   resumable runs.
