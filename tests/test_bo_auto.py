@@ -107,3 +107,23 @@ def test_an_optuna_study_with_the_auto_sampler_on_a_mixed_space():
     assert type(bp["k"]) is int and 0 <= bp["k"] <= 9 and bp["c"] in ("a", "b", "c")
     memo = next(iter(sampler._memos.values()))
     assert memo.opt.surrogate == "auto" and memo.opt._surrogate.name == "gp" and memo.opt.n_evals >= 9
+
+
+def test_the_cli_takes_surrogate_auto_without_an_acquisition(tmp_path, capsys):
+    import argparse
+
+    from banditkit.cli import main
+    from banditkit.cli.bo import acquisition_arg, run_name
+    from banditkit.cli.errors import CLIError
+
+    def ns(surrogate, acquisition):
+        return argparse.Namespace(surrogate=surrogate, acquisition=acquisition)
+
+    assert acquisition_arg(ns("hilofi", None)) == "thompson" and acquisition_arg(ns("gp", "ei")) == "ei"
+    assert acquisition_arg(ns("auto", None)) is None
+    assert run_name("auto", None) == "auto" and run_name("hilofi", "thompson") == "hilofi-thompson"
+    with pytest.raises(CLIError, match="drop --acquisition ei"):
+        acquisition_arg(ns("auto", "ei"))
+    assert main(["bo", "--function", "branin", "--surrogate", "auto", "--acquisition", "ei",
+                 "--out", str(tmp_path / "x"), "--quiet"]) != 0
+    assert "chooses its acquisition" in capsys.readouterr().err and not (tmp_path / "x").exists()

@@ -58,6 +58,24 @@ def surrogate_kwargs(args: argparse.Namespace) -> dict:
     return ({} if args.rank is None else {"rank": args.rank}) | sets
 
 
+def acquisition_arg(args: argparse.Namespace) -> str | None:
+    """``--acquisition``: ``thompson`` when not given; none with ``--surrogate auto``, which picks its own (EI with the
+    GP, Thompson sampling with HiLoFi), so giving one there is an error."""
+    from banditkit.bo.auto import is_auto
+
+    if is_auto(args.surrogate):
+        if args.acquisition is not None:
+            raise CLIError(f"--surrogate auto chooses its acquisition (EI with the GP up to 100 evaluations, Thompson "
+                           f"sampling with HiLoFi after); drop --acquisition {args.acquisition}")
+        return None
+    return args.acquisition or "thompson"
+
+
+def run_name(surrogate: str, acquisition: str | None) -> str:
+    """The runs' label: ``surrogate-acquisition`` (``auto`` alone: it has no one acquisition)."""
+    return surrogate if acquisition is None else f"{surrogate}-{acquisition}"
+
+
 def cmd_bo(args: argparse.Namespace) -> int:
     """``banditkit bo``; with ``--debug`` an error's full traceback is printed before ``banditkit``'s one line."""
     try:
@@ -76,6 +94,7 @@ def run_bo(args: argparse.Namespace) -> int:
     from banditkit.environments.bo_functions import make_function
     from banditkit.experiments.results_folder import whole_seeds
 
+    args.acquisition = acquisition_arg(args)
     if args.space is not None or args.objective is not None:
         from banditkit.cli.bo_space import cmd_bo_space
 
@@ -117,7 +136,7 @@ def run_bo(args: argparse.Namespace) -> int:
                evals=args.evals, features=list(features), rank=args.rank, candidates=args.candidates,
                maximizer=args.maximizer, trust_region=args.trust_region, set=sets, obs_noise=args.obs_noise,
                adaptive_noise=learns)
-    name = (f"{base}-{args.acquisition}" + {None: "", True: "-tr", False: "-global"}[args.trust_region]
+    name = (run_name(base, args.acquisition) + {None: "", True: "-tr", False: "-global"}[args.trust_region]
             + (f"-{SUFFIX}" if learns else ""))
     prog = "banditkit bo"
     with results_folder(args, "bo", prog, run, may_change=" (only --seeds may change)",
@@ -185,9 +204,11 @@ def register(sub) -> None:
     b.add_argument("--function", default="branin", help="branin, hartmann6, ackley, drawnn (default branin)")
     b.add_argument("--dim", type=cli_args.positive, default=None, help="dimension for ackley / drawnn")
     b.add_argument("--surrogate", default="hilofi",
-                   help="posterior backend of the surrogate (default hilofi), or gp; a name ending in -adaptive_noise "
+                   help="posterior backend of the surrogate (default hilofi), or gp, or auto (the GP with EI up to 100 "
+                   "evaluations, HiLoFi with Thompson sampling after); a name ending in -adaptive_noise "
                    "(hilofi-adaptive_noise) learns its observation variance, as --adaptive-noise does")
-    b.add_argument("--acquisition", default="thompson", choices=["thompson", "ei", "pi", "ucb"])
+    b.add_argument("--acquisition", default=None, choices=["thompson", "ei", "pi", "ucb"],
+                   help="default thompson; --surrogate auto picks its own")
     b.add_argument("--evals", type=cli_args.positive, default=40, help="evaluations per seed (default 40)")
     b.add_argument("--seeds", type=cli_args.positive, default=3, help="number of seeds (default 3)")
     b.add_argument("--features", default="180,180,180", help="hidden widths of the surrogate MLP (default 180,180,180)")

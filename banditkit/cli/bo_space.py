@@ -25,7 +25,7 @@ import sys
 import traceback
 from typing import Any
 
-from banditkit.cli.bo import features_arg, stop_between_evaluations, surrogate_kwargs
+from banditkit.cli.bo import features_arg, run_name, stop_between_evaluations, surrogate_kwargs
 from banditkit.cli.errors import CLIError
 from banditkit.cli.folder import results_folder
 from banditkit.cli.report import save_plot
@@ -186,7 +186,7 @@ def cmd_bo_space(args: argparse.Namespace) -> int:
         raise CLIError(f"banditkit bo: {str(e).strip().splitlines()[0]}") from None
     run = json.loads(json.dumps(dict(space=args.space, space_config=space.to_config(), objective=args.objective,
                                      evals=args.evals, **options)))  # as bo_run.json reads back (lists, not tuples)
-    name = f"{args.surrogate}-{args.acquisition}"
+    name = run_name(args.surrogate, args.acquisition)
     with results_folder(args, "bo", PROG, run, may_change=" (only --seeds and --on-error may change)",
                         absent=dict(space_config=None)) as folder:
         done = rows_to_resume(folder, args, space, name) if args.resume else set()
