@@ -2,7 +2,7 @@
 
 Each module of ``banditkit/`` is parsed (``ast``; imports inside functions count too) and mapped to its package
 (``banditkit.cli.bandit`` -> ``cli``; a top-level module such as ``banditkit.debug`` is its own package).  Three rules
-are checked (``tests/test_house.py`` asserts them):
+are checked (``tests/project/test_house.py`` asserts them):
 
 1. **Imports point down**: a package imports only from its own layer or lower ones (:data:`LAYERS`, the drawing in
    ``../shared/DESIGN.md``).

@@ -25,7 +25,7 @@ fi
 # allowed to pass with those tests skipped.
 banditkit data fetch mnist fashion_mnist movielens
 ruff check banditkit tests benchmarks
-# The status page's browser test (tests/test_serve_status.py) renders it in Debian's Chromium: installed here when it is
+# The status page's browser test (tests/serve/test_serve_status.py) renders it in Debian's Chromium: installed here when it is
 # missing and this runs as root with apt (CI; a failed install stops the run); elsewhere the test skips with the
 # command to install it, unless BANDITKIT_REQUIRE_BROWSER=1 (.ci/run sets it), which makes it fail instead.
 if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then

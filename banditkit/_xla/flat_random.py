@@ -3,7 +3,7 @@
 JAX's default PRNG (threefry, ``jax_threefry_partitionable=True``) hashes each element's row-major index, so the
 bits of ``shape`` are those of ``(prod(shape),)`` reshaped; the legacy non-partitionable threefry draws a flat
 vector and reshapes it too.  Every function here therefore returns the same array, bit for bit, as its
-``jax.random`` namesake (``tests/test_rng.py`` checks both modes).  Only the compile time differs: XLA:CPU lowers
+``jax.random`` namesake (``tests/core/test_rng.py`` checks both modes).  Only the compile time differs: XLA:CPU lowers
 the N-d 64-bit element counter slowly, e.g. a ``(301, 10)`` normal compiles in 1.8 s against 0.3 s for the flat
 draw (jax 0.10.2, one core of a 2-core AMD EPYC), and every distinct shape is one such compile — in a posterior's
 ``init``, a Flax model's ``init`` or a compiled run.

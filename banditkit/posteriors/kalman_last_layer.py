@@ -29,7 +29,7 @@ Measurement (``update``), linearised at ``m⁻`` (square-root Joseph form, Potte
 
 The covariance form of seed 001 (``A = A⁻ − s sᵀ / v``, ``O(m²)``) is not used: in float32 with a small
 observation noise (``Gaussian(1e-6)``, γ = 1) its rounding makes ``A`` indefinite within ~20 steps and the
-state NaN (found by ``tests/test_soak.py``); the factor form cannot lose positive semi-definiteness.
+state NaN (found by ``tests/benchmarks/test_soak.py``); the factor form cannot lose positive semi-definiteness.
 
 Learning γ online (seed 001 §5, eqs. 8/12, errata applied: noise std ``√(1−γ²) σ_w``, corrected eq. 7):
 ``γ = exp(−δ/2)`` with ``δ ≥ 0`` kept in the state.  At each ``update`` *after a* ``predict``, before the

@@ -31,7 +31,7 @@ what the extra predictive adds is its covariance product ``J Σ⁻ Jᵀ``.  The 
 backend's state).
 
 Start at or above the noise you expect.  From above, early residuals are discounted by the wide predictive and
-``r̂`` comes down smoothly (``tests/test_adaptive_noise.py``: linear model, true variance 0.25, start 6.25:
+``r̂`` comes down smoothly (``tests/posteriors/test_adaptive_noise.py``: linear model, true variance 0.25, start 6.25:
 ``r̂`` 0.88 after 50 observations, 0.26 after 3000).  From far below (start 0.0025) the first updates interpolate
 the first points, the covariance collapses to the noise's scale, later residuals then look like pure noise and
 ``r̂`` overshoots (18.7 after 5 observations, 5.0 after 3000): the filter's covariance does not rescale when ``r̂``

@@ -4,7 +4,7 @@ A bandit suite's parser (:func:`parser`) takes ``--steps``, ``--seeds``, ``--fir
 ``--chunk``, ``--max-agent-s``, ``--progress``, ``--merge`` / ``--add-seeds`` / ``--render`` (:mod:`.merge`) and
 ``--blas-threads``; ``--check ROUNDS`` is added by :func:`add_check`.  A study whose processes append their rows to one
 CSV takes ``--out``, ``--tag``, ``--render``, ``--blas-threads`` (:func:`add_csv_study_options`).  Every suite and
-study takes ``--blas-threads`` (default 1, as the ``banditkit`` command): ``tests/test_threads.py`` checks it.
+study takes ``--blas-threads`` (default 1, as the ``banditkit`` command): ``tests/core/test_threads.py`` checks it.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@
   ``v²(XᵀX + λI)⁻¹`` in contextualbandits 0.3.30 (measured: after 400 observations of a 3-feature regression the
   first coefficient's draws have variance 414 where ``(A⁻¹)₀₀ = 0.0026`` and ``A₀₀ = 394``; in ``"ci"`` mode the
   score's variance is 0.0026), so its draws never concentrate and it plays at chance on a stream that the ``"ci"``
-  mode learns (``tests/test_bench_peers.py``).
+  mode learns (``tests/benchmarks/test_bench_peers.py``).
 * ``BootstrappedTS(LinearRegression(method="chol"), K, batch_train=True)``: 10 bootstrapped copies of the library's
   own online ridge regression per arm (each new observation weighted ``~ Gamma(1, 1)`` in each copy), one copy drawn
   per arm at each prediction; ``batch_train=True`` makes ``partial_fit`` update the copies with the new round only

@@ -9,8 +9,8 @@ predicts only after a fit.
 ``MAB.partial_fit`` deep-copies every arm's model each call and keeps only the pulled arm's (``_Linear._fit_arm``),
 which costs ``K`` copies per round — most of a round's time on 14 arms.  :class:`MABWiserLearner` (``fast=True``) does
 what that call keeps: it copies and refits the pulled arm's model and marks the arm trained, with the same arithmetic
-and the same random stream, so the arms chosen are exactly those of ``partial_fit`` (``tests/test_bench_peers.py``
-checks it round by round).
+and the same random stream, so the arms chosen are exactly those of ``partial_fit``
+(``tests/benchmarks/test_bench_peers.py`` checks it round by round).
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ from benchmarks.suites import bo_first_trial
 TASKS = ["ackley_mixed", "hartmann_mixed"]
 SAMPLERS = ["banditkit", "tpe"]
 STUDY = "bo_parallel"
-#: ``--small-surrogate``: the small configuration of tests/test_optuna_sampler.py
+#: ``--small-surrogate``: the small configuration of tests/bo/test_optuna_sampler.py
 SMALL = dict(features=(16, 16), surrogate_kwargs=dict(rank=2), n_candidates=64)
 #: a run's identity in the CSV: a re-run skips the rows whose key is already there
 KEY = ["task", "sampler", "workers", "seed", "budget", "startup", "eval_s", "surrogate"]

@@ -17,8 +17,8 @@ of ``window`` steps at the start, the middle and the end of the run, next to two
     frozen   the backend's own point estimate frozen after the first ``window`` steps (shows that the drift matters:
              a model that stops learning falls behind).
 
-Checks (the test ``tests/test_soak.py`` asserts them at 20,000 steps): predictive variances > 0 and finite at every
-step, means finite, the state finite at every step, and the end-window error below the no-update baseline.
+Checks (the test ``tests/benchmarks/test_soak.py`` asserts them at 20,000 steps): predictive variances > 0 and finite at
+every step, means finite, the state finite at every step, and the end-window error below the no-update baseline.
 
 Run::
 

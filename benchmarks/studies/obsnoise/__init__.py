@@ -36,7 +36,7 @@ import pandas as pd
 from benchmarks.harness import options, tables
 
 # This study only reads other runs' CSVs: it runs no agent and times nothing, so it has no --blas-threads option
-# (tests/test_threads.py checks that a module marked so calls no runner).
+# (tests/core/test_threads.py checks that a module marked so calls no runner).
 RENDER_ONLY = True
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 #: where the inputs are, searched in order: this study's runs, the lowrank_mnist study's, the suites' tables

@@ -6,7 +6,7 @@ from decimal import ROUND_HALF_UP, Decimal
 
 import numpy as np
 
-README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
 
 
 def test_readme_quick_tour_runs(tmp_path, monkeypatch):

@@ -1,7 +1,7 @@
 """``python -m benchmarks bo_parallel``: worker processes on one JournalStorage, end to end at a tiny size; the
 summary's ratios against one worker; clear errors for bad options.
 
-The end-to-end run uses the small surrogate of tests/test_optuna_sampler.py (HiLoFi rank 2 on a 2×16 MLP) and no
+The end-to-end run uses the small surrogate of tests/bo/test_optuna_sampler.py (HiLoFi rank 2 on a 2×16 MLP) and no
 sleep; its worker processes inherit the test run's XLA compilation cache (tests/conftest.py)."""
 
 import os

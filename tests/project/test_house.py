@@ -8,7 +8,7 @@ import collections
 import importlib.util
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("house", ROOT / "scripts" / "house.py")
 house = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(house)

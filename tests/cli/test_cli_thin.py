@@ -9,7 +9,7 @@ import pytest
 from banditkit.agents import AgentSpec
 from banditkit.cli import main
 
-CLI = pathlib.Path(__file__).resolve().parents[1] / "banditkit" / "cli"
+CLI = pathlib.Path(__file__).resolve().parents[2] / "banditkit" / "cli"
 
 
 def _one_line_error(capsys, argv, *words):

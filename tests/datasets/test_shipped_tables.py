@@ -27,7 +27,7 @@ from banditkit.datasets import CATALOG, CorruptFileError, DatasetNotFoundError, 
 from banditkit.datasets._paths import ENV_TABLES, SHIPPED_FOLDER, sha256_bytes
 
 TABLES = ("mushroom", "shuttle", "adult")
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _resource(name: str):

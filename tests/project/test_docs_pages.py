@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-DOCS = pathlib.Path(__file__).resolve().parents[1] / "docs"
+DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs"
 
 
 def _run_page(name: str, tmp_path, monkeypatch) -> dict:

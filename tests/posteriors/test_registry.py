@@ -300,7 +300,7 @@ def test_the_docs_page_registers_a_backend_that_works_everywhere(capsys):
 
     from banditkit.posteriors import registry
 
-    page = pathlib.Path(__file__).resolve().parents[1] / "docs" / "adding_a_backend.md"
+    page = pathlib.Path(__file__).resolve().parents[2] / "docs" / "adding_a_backend.md"
     blocks = re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S)
     ns: dict = {"__name__": "docs_adding_a_backend"}
     try:

@@ -187,7 +187,7 @@ def test_agent_without_warmup_starts_on_a_random_subspace_through_its_weights():
 
 def test_subspace_agent_runs_are_reproducible():
     """The same agent and seed give the same numbers twice, in both loops (the runner's compiled loop and the
-    Gymnasium loop agreeing is tests/test_experiments.py::test_subspace_warmup_same_in_both_loops)."""
+    Gymnasium loop agreeing is tests/experiments/test_experiments.py::test_subspace_warmup_same_in_both_loops)."""
 
     def once(compiled):
         agent = BanditAgent(MLP(features=(4,), out=3), "subspace_ekf", "thompson", warmup_steps=6,

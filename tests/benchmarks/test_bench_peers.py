@@ -164,7 +164,7 @@ def test_overview_bolds_the_best_and_measures_the_targets():
 def test_the_suite_runs_agents_and_peers_into_one_table(tmp_path, monkeypatch, capsys):
     """On the synthetic wheel bandit (in place of the real data sets): one table with an agent's and a peer's rows,
     ``--peers X --merge`` adds a peer and keeps the rest, ``--check`` re-makes the peers' rows and writes nothing
-    (an agent's ``--check``: tests/test_bench_kuairec.py, test_bench_diagnostics.py)."""
+    (an agent's ``--check``: tests/benchmarks/test_bench_kuairec.py, test_bench_diagnostics.py)."""
     monkeypatch.setattr(headline, "DATASETS", ("Wheel",))
     monkeypatch.setattr(headline, "make_env", lambda name, steps: gym.make("banditkit/Wheel-v0", max_steps=steps))
     base = ["--steps", "30", "--seeds", "2", "--datasets", "Wheel", "--out", str(tmp_path)]

@@ -172,7 +172,7 @@ def test_unit_head_prior_reads_the_envs_contexts_and_make_agent_no_longer_calls_
     phi = np.asarray(jax.vmap(lambda x: model.apply(params, x, return_features=True))(jnp.asarray(contexts)))
     assert value == pytest.approx(1.0 / (np.mean(np.sum(phi.astype(np.float64) ** 2, axis=1)) + 1.0), rel=1e-6)
     # make_agent no longer reads the env's contexts (issue 69): the agent sets the unit head prior at init, from the
-    # first context it sees (tests/test_honest_agents.py); this function stays a study tool
+    # first context it sees (tests/agents/test_honest_agents.py); this function stays a study tool
     assert make_agent("hilofi-thompson", env).head_prior == "unit"
     given = make_agent("hilofi-thompson", env, posterior_kwargs=dict(init_cov_last=2.0))
     assert given.posterior.hyper["init_cov_last"] == 2.0 and given.head_prior is None  # a given head prior is kept

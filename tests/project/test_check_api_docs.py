@@ -7,7 +7,7 @@ import importlib.util
 import zlib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("check_api_docs", ROOT / "scripts" / "check_api_docs.py")
 check_api_docs = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(check_api_docs)

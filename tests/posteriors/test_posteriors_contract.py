@@ -326,7 +326,7 @@ def test_subspace_from_sgd_random_basis_keeps_the_fit_and_draws_the_basis():
 def test_subspace_basis_rows_is_the_same_filter_as_basis():
     """``basis_rows=Aᵀ (d, P)`` (the layout the filter computes with, and the agent's) and ``basis=A (P, d)`` give
     the same filter, from NumPy or JAX input, traced (scan, jit) or not; giving both is an error (neither: a learned
-    subspace, tests/test_posterior_contract_pure.py)."""
+    subspace, tests/posteriors/test_posterior_contract_pure.py)."""
     model, apply_fn = _model(2)
     params = _template(2)
     theta0 = jax.flatten_util.ravel_pytree(params)[0]

@@ -14,7 +14,7 @@ import pandas as pd
 from benchmarks import __main__ as entry
 from benchmarks import catalog
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _run(*argv: str, timeout: int = 900) -> subprocess.CompletedProcess:
