@@ -38,8 +38,6 @@ def test_the_adoption_rule_counts():
 
 
 def test_a_coco_problem_through_optuna(tmp_path):
-    pytest.importorskip("cocoex")
-    pytest.importorskip("optuna")
     task = bo_heldout.CocoMixint(2)
     assert task.n_int == 4 and task.lo.size == 5 and np.isfinite(task.optimum)
     assert bo_heldout.main(["--functions", "2", "--methods", "tpe", "--seeds", "1", "--budget", "12",
