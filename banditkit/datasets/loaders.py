@@ -55,7 +55,7 @@ def fetch_hint(name: str) -> str:
                 f"{list(info.official_files)} and pass data_dir='folder/with/them', or pass synthetic=True for a "
                 f"small look-alike with the same schema")
     return (f"dataset {name!r} is not in the cache {str(cache_dir())!r}: run `banditkit data fetch {name}` "
-            f"(or `python -m banditkit.datasets fetch {name}`; set BANDITKIT_DATA to use another cache folder)")
+            f"(set BANDITKIT_DATA to use another cache folder)")
 
 
 def _refetch(name: str) -> str:

@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 
 from banditkit import datasets
+from banditkit.cli import main as banditkit_main
 from banditkit.datasets import catalog, external, formats, safe
 from banditkit.datasets import fetching as fetch_mod
-from banditkit.datasets.__main__ import main as cli_main
 
 
 @pytest.fixture
@@ -186,10 +186,11 @@ def test_fetch_and_load_name_errors(empty_cache):
 
 
 def test_cli_list_and_fetch_exit_codes(empty_cache, capsys):
-    assert cli_main(["list"]) == 0
+    assert banditkit_main(["data", "list"]) == 0
     assert "mushroom" in capsys.readouterr().out
-    assert cli_main(["fetch", "covertype", "--quiet"]) == 0
-    assert cli_main(["fetch", "nonsense", "--quiet"]) == 2
+    assert banditkit_main(["data", "fetch", "covertype", "--quiet"]) == 0
+    assert banditkit_main(["data", "fetch", "nonsense", "--quiet"]) == 2
+    assert "banditkit data: error: " in capsys.readouterr().err
 
 
 # ----------------------------------------------------------------------------------------------- committed tables
