@@ -28,6 +28,7 @@ import json
 import os
 import threading
 import time
+import warnings
 from collections import OrderedDict
 
 import numpy as np
@@ -143,10 +144,16 @@ class Engine:
     def _load_agent(self) -> ServingAgent:
         snap = self.store.last_snapshot()
         if snap is not None and os.path.exists(snap[1]):
-            srv = ServingAgent.load(snap[1], keep_history=False)
-            srv.num_draws = self.cfg.draws
-            return srv
-        if snap is not None:
+            try:
+                srv = ServingAgent.load(snap[1], keep_history=False)
+            except ValueError as e:  # another banditkit version's state layout, or a damaged file: the log has it all
+                warnings.warn(f"the store's last snapshot {snap[1]!r} cannot be loaded ({str(e).splitlines()[0]}); "
+                              "rebuilding the agent from every reward in the log instead", RuntimeWarning,
+                              stacklevel=2)
+            else:
+                srv.num_draws = self.cfg.draws
+                return srv
+        elif snap is not None:
             raise ValueError(f"the store's last snapshot {snap[1]!r} is missing: restore the file, or start from a "
                              "copy of the store without its snapshots table rows")
         srv = ServingAgent.from_spec(self.cfg.spec, num_actions=self.cfg.max_actions, example_context=self._example(),

@@ -74,3 +74,31 @@ def test_catalogue_apprentice_mode(tmp_path):
     eng2 = Engine(tmp_path / "log.db", CFG, start_learner=False)
     assert eng2.model_version == 3 and eng2.replayed == 0 and eng2.catalogue == ["x", "y", "z"]
     eng2.close()
+
+
+def test_a_snapshot_this_version_cannot_load_is_rebuilt_from_the_log(tmp_path):
+    """A snapshot this version cannot load (damaged, or saved by a version with another state layout): the engine
+    warns and replays every committed reward from the start, reaching the same state as an uninterrupted run."""
+    cfg = ServeConfig(**{**CFG.__dict__, "apprentice": False})
+    eng = Engine(tmp_path / "log.db", cfg, start_learner=False)
+    answers = [json.loads(t) for t in eng.rank([_req("e1", ["x", "y"]), _req("e2", ["y", "z"], ctx=(1.0, 2.0))])]
+    eng.reward([RewardRequest("e1", 1.0), RewardRequest("e2", -0.5)])
+    assert eng.learn_all() == 2
+    want = [np.asarray(x, float) for x in jax.tree_util.tree_leaves(eng.srv.state)]
+    eng.close()
+    from banditkit.serve.store import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "log.db")
+    snap = store.last_snapshot()
+    store.close()
+    assert snap is not None and snap[0] == 2
+    with open(snap[1], "r+b") as f:  # a damaged file (cut short), as one a reader cannot use
+        f.truncate(100)
+    with pytest.warns(RuntimeWarning, match="rebuilding the agent from every reward in the log"):
+        eng2 = Engine(tmp_path / "log.db", cfg, start_learner=False)
+    assert eng2.replayed == 2 and eng2.model_version == 2
+    assert [a["action_id"] for a in answers] == [r[0] for r in eng2.store.db.execute(
+        "SELECT chosen_id FROM events ORDER BY seq").fetchall()]
+    for got, w in zip(jax.tree_util.tree_leaves(eng2.srv.state), want, strict=True):
+        np.testing.assert_allclose(np.asarray(got, float), w, rtol=1e-5, atol=1e-6)
+    eng2.close()
