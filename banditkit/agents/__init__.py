@@ -4,13 +4,14 @@
 string with the environment's default reward model.
 """
 
-from banditkit.agents.bandit import AgentState, BanditAgent, WarmupBuffer, selected_output
+from banditkit.agents.bandit import AgentShapes, AgentState, BanditAgent, WarmupBuffer, selected_output
 from banditkit.agents.factory import DEFAULT_HYPER, default_model, make_agent, parse_spec
 from banditkit.agents.spec import AgentSpec
 
 __all__ = [
     "BanditAgent",
     "AgentState",
+    "AgentShapes",
     "WarmupBuffer",
     "selected_output",
     "make_agent",

@@ -41,7 +41,7 @@ from collections.abc import Mapping
 import gymnasium as gym
 
 from banditkit.agents.bandit import AUTO, BanditAgent
-from banditkit.agents.spec import POINT_ESTIMATE_POLICIES, AgentSpec  # noqa: F401  (re-exported)
+from banditkit.agents.spec import AgentSpec
 from banditkit.likelihoods import Gaussian
 from banditkit.models import MLP, EmbeddingMLP, LeNet5
 from banditkit.policies import rules as _rules

@@ -16,8 +16,8 @@ observations (fixed-size arrays: ``x`` is any pytree, stored with a leading buff
 :sample:        returns the point estimate (the key is ignored), so Thompson sampling degenerates to greedy.
 
 The buffer's shapes come from one example input: pass ``example_x=`` to the factory or to ``init``.  The buffer
-and the optimiser loop are :mod:`banditkit.posteriors._replay`'s (:class:`FifoBuffer` and its helpers are re-exported
-here for older imports).
+(``FifoBuffer``, ``fifo_mask``, ``buffer_nll``) and the optimiser loop live in :mod:`banditkit.posteriors._replay`,
+shared with the other buffer backends; import them from there.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ import optax
 
 from banditkit.likelihoods import Gaussian, Likelihood
 from banditkit.posteriors import _replay as replay
-from banditkit.posteriors._replay import FifoBuffer, buffer_nll, fifo_mask  # noqa: F401  (re-exported)
 from banditkit.posteriors.base import ApplyFn, ParamSpace, Posterior, PyTree
 from banditkit.posteriors.registry import Backend, register
 
@@ -44,7 +43,7 @@ Array = jax.Array
 class ReplaySGDState(NamedTuple):
     params: Array  # (P,) flat point estimate θ
     opt_state: Any  # optax state over θ
-    buffer: FifoBuffer
+    buffer: replay.FifoBuffer
     key: Array  # PRNG key for minibatches
     space: ParamSpace  # layout of θ (static, no leaves)
 

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from banditkit.agents import BanditAgent
+from banditkit.agents import AgentShapes, BanditAgent
 from banditkit.models import MLP
 
 
@@ -69,6 +69,7 @@ def test_two_inits_with_different_contexts_do_not_interfere():
     per_arm = BanditAgent(MLP(features=(4,), out=1), "lofi", "thompson", per_arm=True)
     s4, s7 = per_arm.init(key, jnp.ones((4, 2))), per_arm.init(key, jnp.ones((7, 2)))
     assert (per_arm.num_actions_of(s4), per_arm.num_actions_of(s7)) == (4, 7)
+    assert s7.shapes == AgentShapes(contexts=((7, 2),), num_actions=7)  # the public type of what init found
     assert int(per_arm.act(key, s7, jnp.eye(7, 2))[0]) in range(7)
 
 

@@ -11,7 +11,7 @@ import pytest
 import banditkit as bk
 from banditkit.likelihoods import Bernoulli, Gaussian
 from banditkit.models.nets import MLP
-from banditkit.posteriors.replay_sgd import buffer_nll, fifo_mask
+from banditkit.posteriors._replay import buffer_nll, fifo_mask
 
 K = 3  # arms / outputs of the multi-output model
 MODEL = MLP(features=(4,), out=K)
