@@ -20,17 +20,14 @@ from dataclasses import dataclass
 
 from banditkit.policies import rules as _rules
 from banditkit.posteriors import noise as _noise
+from banditkit.posteriors.registry import normalise
 
 #: policies that need no posterior: a bare ``"eps_greedy"`` / ``"greedy"`` runs them on replay-SGD
 POINT_ESTIMATE_POLICIES = ("epsilon_greedy", "greedy")
 
 
-def _norm(name: str) -> str:
-    return name.strip().lower().replace("-", "_").replace(" ", "_")
-
-
 def _policy_key(token: str) -> str | None:
-    key = _norm(token)
+    key = normalise(token)
     key = _rules.ALIASES.get(key, key)
     return key if key in _rules.POLICIES or key == "thompson_predictive" else None
 
@@ -77,7 +74,7 @@ class AgentSpec:
         table = posteriors.REGISTRY
         valid = sorted(_rules.POLICIES) + sorted(_rules.ALIASES)
         for cut in range(len(tokens), 0, -1):  # the longest posterior prefix that names a backend
-            post = _norm("_".join(tokens[:cut]))
+            post = normalise("_".join(tokens[:cut]))
             if post in table:
                 rest = tokens[cut:]
                 if not rest:

@@ -39,10 +39,11 @@ def env_id(name: str) -> str:
     raise CLIError(f"unknown environment {name!r}; choose one of: {names}")
 
 
-def agent_spec(text: str, policy: str = "thompson"):
+def agent_spec(text: str, policy: str | None = "thompson"):
     """The :class:`~banditkit.agents.AgentSpec` of ``text``, parsed once, with ``policy`` for a name without one
-    (``hilofi`` -> ``hilofi-thompson``; its label keeps the user's words, ``-adaptive_noise`` last); a bad spec is a
-    one-line :class:`CLIError` naming the valid names."""
+    (``hilofi`` -> ``hilofi-thompson``; its label keeps the user's words, ``-adaptive_noise`` last; ``None``: Thompson
+    sampling, the label the user's words as written); a bad spec is a one-line :class:`CLIError` naming the valid
+    names."""
     from banditkit.agents.spec import AgentSpec
 
     try:
@@ -83,9 +84,12 @@ def with_noise(agents: dict, adaptive: bool) -> dict:
     if not adaptive:
         return dict(agents)
     if not any(learns_noise(s) for s in agents.values()):
+        from banditkit.posteriors import registry
+
         can = ", ".join(sorted(cli_args.noise_learners()))
+        own = ", ".join(registry.names(learns_own_noise=True))
         raise CLIError(f"--adaptive-noise: none of these agents has a backend that learns its noise this way ({can}); "
-                       "neural_linear and linear learn theirs already")
+                       f"{own} learn theirs already")
     specs = [s.learning_noise() if learns_noise(s) else s for s in agents.values()]
     labels = [s.label for s in specs]
     twice = sorted({b for b in labels if labels.count(b) > 1})

@@ -12,8 +12,17 @@ import time
 ESTIMATOR_NAMES = "dm, ips, snips, dr, sndr, switch_dr"
 
 
+def _spec(text: str) -> str:
+    """``text`` checked as an agent spec (:class:`~banditkit.agents.AgentSpec`, parsed before any work: a bad one is
+    a one-line error naming the valid names), returned as the label its rows and files are named by."""
+    from banditkit.cli.bandit import agent_spec
+
+    return agent_spec(text.strip(), None).label
+
+
 def _specs(text: str) -> list[str]:
-    specs = [s.strip() for s in text.split(",") if s.strip()]
+    """The comma-separated agent specs of ``--agents``, each checked by :func:`_spec`."""
+    specs = [_spec(s) for s in text.split(",") if s.strip()]
     if not specs:
         raise ValueError("--agents needs at least one agent spec, e.g. linear-greedy,hilofi-thompson")
     return specs
@@ -100,12 +109,13 @@ def register(sub) -> None:
 def cmd_evaluate(args) -> int:
     from banditkit.offline.commands import run_evaluate
 
-    reward_model = None if str(args.reward_model).lower() == "none" else args.reward_model
-    estimators = [s.strip() for s in args.estimators.split(",")] if args.estimators else None
     if args.agents is None and not args.policy:
         raise ValueError("nothing to evaluate: give --agents SPEC,... and/or --policy FILE")
+    agents = _specs(args.agents) if args.agents is not None else []  # every spec checked before any work
+    reward_model = None if str(args.reward_model).lower() == "none" else _spec(args.reward_model)
+    estimators = [s.strip() for s in args.estimators.split(",")] if args.estimators else None
     table, _, paths, _ = run_evaluate(
-        args.log, _specs(args.agents) if args.agents is not None else [], policies=args.policy, out=args.out,
+        args.log, agents, policies=args.policy, out=args.out,
         num_actions=args.num_actions,
         train_fraction=args.train_fraction, reward_model=reward_model, estimators=estimators,
         interval=args.interval, alpha=args.alpha, folds=args.folds, num_draws=args.draws,
@@ -122,7 +132,7 @@ def cmd_evaluate(args) -> int:
 def cmd_warmstart(args) -> int:
     from banditkit.offline.commands import run_warmstart
 
-    path = run_warmstart(args.log, args.agent, out=args.out, num_actions=args.num_actions, weighting=args.weighting,
-                         seed=args.seed, progress=_progress(args))
+    path = run_warmstart(args.log, _spec(args.agent), out=args.out, num_actions=args.num_actions,
+                         weighting=args.weighting, seed=args.seed, progress=_progress(args))
     print(f"wrote {path}" if not args.quiet else path)
     return 0

@@ -30,6 +30,26 @@ def test_a_bad_spec_or_policy_is_one_line_before_anything_is_written(tmp_path, c
     assert not out.exists()
 
 
+def test_offline_specs_are_checked_before_the_log_is_read(tmp_path, capsys):
+    missing = str(tmp_path / "no_such_log.parquet")  # read only after every spec parsed: the spec error comes first
+    _one_line_error(capsys, ["evaluate", "--log", missing, "--agents", "linear-greedy,hilofy"],
+                    "banditkit evaluate: error: cannot read agent spec 'hilofy'")
+    _one_line_error(capsys, ["evaluate", "--log", missing, "--agents", "linear", "--reward-model", "lineer"],
+                    "cannot read agent spec 'lineer'")
+    _one_line_error(capsys, ["warmstart", "--log", missing, "--agent", "lofi-bogus"], "unknown policy 'bogus'")
+    _one_line_error(capsys, ["evaluate", "--log", missing, "--agents", "linear"], "no_such_log")  # then the log
+
+
+def test_adaptive_noise_refusal_names_the_backends_that_learn_their_own(tmp_path, capsys):
+    from banditkit.posteriors import registry
+
+    own = registry.names(learns_own_noise=True)
+    assert "linear" in own and "neural_linear" in own
+    _one_line_error(capsys, ["compare", "--env", "mushroom", "--agents", "linear", "--adaptive-noise", "--out",
+                             str(tmp_path / "c")], f"{', '.join(own)} learn theirs already")
+    assert not (tmp_path / "c").exists()
+
+
 def test_spec_labels_keep_the_users_words():
     spec = AgentSpec.parse("Diag-EKF", policy="ucb")
     assert (spec, spec.label) == (AgentSpec("diag_ekf", "ucb"), "Diag-EKF-ucb")
