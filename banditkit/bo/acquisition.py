@@ -185,6 +185,38 @@ def maximise(k: SearchKernels, args: Any, cands: jax.Array, lo: jax.Array | None
     return _maximise_mixed(k, args, cands, lo, hi, cfg, space)
 
 
+_NEIGHBOR_CACHE: dict = {}
+_NEIGHBOR_CACHE_SIZE = 4096
+
+
+def neighbors_of(space: Any, xs: np.ndarray, max_per_param: int) -> np.ndarray:
+    """``space.neighbors(x, max_per_param)`` for every row of ``xs (k, D)``, stacked to ``(k, m, D)``.
+
+    A neighbour is ``snap(x)`` with one discrete parameter changed, so the neighbours' discrete coordinates
+    depend only on ``x``'s discrete values: they are computed once per (space, discrete values) and kept (up to
+    :data:`_NEIGHBOR_CACHE_SIZE` entries), and each call only writes them into copies of ``snap(x)``.  The rows
+    equal ``space.neighbors``' exactly (``tests/bo/test_acquisition_neighbors.py``).
+    """
+    base = space.snap(np.asarray(xs, np.float64).reshape(-1, space.dim))
+    disc = ~np.asarray(space.continuous_mask, bool)
+    try:
+        hash(space)
+    except TypeError:  # a space with unhashable values: no cache
+        return np.stack([space.neighbors(b, max_per_param) for b in base])
+    out = []
+    for b in base:
+        key = (space, int(max_per_param), b[disc].tobytes())
+        rows = _NEIGHBOR_CACHE.get(key)
+        if rows is None:
+            if len(_NEIGHBOR_CACHE) >= _NEIGHBOR_CACHE_SIZE:
+                _NEIGHBOR_CACHE.clear()
+            rows = _NEIGHBOR_CACHE[key] = space.neighbors(b, max_per_param)[:, disc]
+        nb = np.repeat(b[None], rows.shape[0], axis=0)
+        nb[:, disc] = rows
+        out.append(nb)
+    return np.stack(out)
+
+
 def _maximise_mixed(k, args, cands, lo, hi, cfg, space):
     dtype = cands.dtype
     vals, order = (np.asarray(v) for v in k.rank(args, cands))
@@ -207,7 +239,7 @@ def _maximise_mixed(k, args, cands, lo, hi, cfg, space):
 
     xs, scores = refined(xs, scores)
     for _ in range(NEIGHBOR_ROUNDS):
-        nbs = np.stack([space.neighbors(x, NEIGHBORS_PER_PARAM) for x in xs])  # (k, m, D): m fixed by the space
+        nbs = neighbors_of(space, xs, NEIGHBORS_PER_PARAM)  # (k, m, D): m fixed by the space
         n_k, m, d = nbs.shape
         v = np.asarray(k.batch(args, jnp.asarray(nbs.reshape(-1, d), dtype)), np.float64).reshape(n_k, m)
         v = np.where(np.isfinite(v), v, -np.inf)

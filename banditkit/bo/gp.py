@@ -8,7 +8,7 @@ Model (inputs ``x ∈ [0, 1]^d``, targets standardised by the caller)::
 Conditioning (:func:`condition`), with ``n`` data ``X (n, d)``, ``y (n,)``::
 
     K = k(X, X) + (σ_n² + δ) I = Uᵀ U          (upper Cholesky, ``linalg.chol_upper``; δ = jitter · σ_f²)
-    α = K⁻¹ (y − c)                             (``linalg.solve_spd_factor``)
+    α = K⁻¹ (y − c) = U⁻¹ U⁻ᵀ (y − c)            (``chol_inv = U⁻¹``, ``linalg.tri_inverse``, kept for predictions)
 
 Prediction at ``X* (q, d)`` (:func:`predict`), ``k* = k(X, X*) (n, q)``, ``v = U⁻ᵀ k* (n, q)``::
 
@@ -49,7 +49,7 @@ import numpy as np
 from jax.scipy.linalg import solve_triangular
 
 from banditkit._xla import flat_random as rng
-from banditkit.posteriors.linalg import chol_upper, solve_spd_factor
+from banditkit.posteriors.linalg import chol_upper, tri_inverse
 
 Array = jax.Array
 
@@ -76,7 +76,9 @@ class GPParams(NamedTuple):
 
 class GPState(NamedTuple):
     """A conditioned GP: padded data ``x (m, d)``, ``y (m,)``, ``mask (m,)`` (1 = real point), ``params``,
-    the upper Cholesky factor ``chol (m, m)`` of ``K`` and ``alpha = K⁻¹ (y − c) (m,)``."""
+    the upper Cholesky factor ``chol (m, m)`` of ``K``, ``alpha = K⁻¹ (y − c) (m,)`` and ``chol_inv = U⁻¹ (m, m)``
+    (``None``: predictions solve with ``chol`` instead; with it ``U⁻ᵀ k* = chol_invᵀ k*`` is one GEMM, which
+    XLA:CPU runs several times faster than a triangular solve, most of all a batched one under ``vmap``)."""
 
     x: Array
     y: Array
@@ -84,6 +86,7 @@ class GPState(NamedTuple):
     params: GPParams
     chol: Array
     alpha: Array
+    chol_inv: Array | None = None
 
 
 def default_params(dim: int, dtype=jnp.float64) -> GPParams:
@@ -121,8 +124,16 @@ def condition(x: Array, y: Array, mask: Array, params: GPParams, jitter: float |
     """Condition the GP on padded data ``x (m, d)``, ``y (m,)``, ``mask (m,)``: ``U`` and ``α`` (module docstring)."""
     jitter = _default_jitter(x.dtype) if jitter is None else jitter
     u = chol_upper(_gram(x, mask, params, jitter))
-    alpha = solve_spd_factor(u, ((y - params.mean) * mask)[:, None])[:, 0]
-    return GPState(x, y, mask, params, u, alpha)
+    u_inv = tri_inverse(u)
+    alpha = u_inv @ (u_inv.T @ ((y - params.mean) * mask))
+    return GPState(x, y, mask, params, u, alpha, u_inv)
+
+
+def _half_solve(state: GPState, ks: Array) -> Array:
+    """``U⁻ᵀ k* (m, q)``: a GEMM with ``chol_inv`` when the state has it, else a triangular solve."""
+    if state.chol_inv is not None:
+        return state.chol_inv.T @ ks
+    return solve_triangular(state.chol, ks, trans="T", lower=False)
 
 
 def log_marginal_likelihood(params: GPParams, x: Array, y: Array, mask: Array, jitter: float | None = None) -> Array:
@@ -164,15 +175,33 @@ def _unpack(v: Array, dim: int) -> GPParams:
 
 @partial(jax.jit, static_argnames=("use_prior",))
 def _objective_and_grad(v: Array, x: Array, y: Array, mask: Array, use_prior: bool = True) -> tuple[Array, Array]:
-    """``−(LML + log prior) / n`` and its gradient in the packed log-scale vector ``v (d + 3,)``."""
+    """``−(LML + log prior) / n`` and its gradient in the packed log-scale vector ``v (d + 3,)``.
+
+    The gradient is the standard identity instead of differentiating through the Cholesky factor::
+
+        ∂LML/∂θ = ½ tr((α αᵀ − K⁻¹) ∂K/∂θ)  (kernel parameters: one VJP of the element-wise Gram matrix)
+        ∂LML/∂c = Σ_i α_i                  (the constant mean, over real points)
+
+    with ``K⁻¹ = U⁻¹ U⁻ᵀ`` from one triangular inverse; this is 1.5–3× cheaper on XLA:CPU than the reverse pass of
+    the Cholesky and agrees with it to rounding (``tests/bo/test_gp.py``).
+    """
     dim = x.shape[1]
     n = jnp.maximum(jnp.sum(mask), 1.0)
-
-    def objective(v):
-        p = _unpack(v, dim)
-        return -(log_marginal_likelihood(p, x, y, mask) + (log_prior(p) if use_prior else 0.0)) / n
-
-    return jax.value_and_grad(objective)(v)
+    jitter = _default_jitter(x.dtype)
+    gram, gram_vjp = jax.vjp(lambda v: _gram(x, mask, _unpack(v, dim), jitter), v)
+    u = chol_upper(gram)
+    u_inv = tri_inverse(u)
+    k_inv = u_inv @ u_inv.T
+    p = _unpack(v, dim)
+    resid = (y - p.mean) * mask
+    alpha = k_inv @ resid
+    lml = -0.5 * resid @ alpha - jnp.sum(jnp.log(jnp.diagonal(u))) - 0.5 * n * math.log(2 * math.pi)
+    (grad,) = gram_vjp(0.5 * (jnp.outer(alpha, alpha) - k_inv))
+    grad = grad.at[dim + 2].add(alpha @ mask)
+    if use_prior:
+        prior, prior_grad = jax.value_and_grad(lambda v: log_prior(_unpack(v, dim)))(v)
+        lml, grad = lml + prior, grad + prior_grad
+    return -lml / n, -grad / n
 
 
 def fit_params(
@@ -259,7 +288,7 @@ def predict(state: GPState, xq: Array, include_noise: bool = False) -> tuple[Arr
     p = state.params
     ks = matern52(state.x, xq, p) * state.mask[:, None]  # (m, q)
     mean = p.mean + ks.T @ state.alpha
-    v = solve_triangular(state.chol, ks, trans="T", lower=False)  # U⁻ᵀ k*
+    v = _half_solve(state, ks)  # U⁻ᵀ k*
     var = jnp.exp(p.log_signal_var) - jnp.sum(v**2, axis=0)
     var = jnp.maximum(var, jnp.finfo(var.dtype).tiny)
     if include_noise:
@@ -271,7 +300,7 @@ def predict_joint(state: GPState, xq: Array) -> tuple[Array, Array]:
     """Joint posterior of ``f`` at ``xq (q, d)``: ``(mean (q,), cov (q, q)) = (c + k*ᵀα, k(X*, X*) − vᵀv)``."""
     p = state.params
     ks = matern52(state.x, xq, p) * state.mask[:, None]
-    v = solve_triangular(state.chol, ks, trans="T", lower=False)
+    v = _half_solve(state, ks)
     return p.mean + ks.T @ state.alpha, matern52(xq, xq, p) - v.T @ v
 
 
