@@ -23,10 +23,11 @@ log prior (MAP, :func:`fit_params`)::
     log ℓ_j ~ N(√2 + ½ log d, 3)   (dimension-scaled lengthscale prior, Hvarfner et al. 2024, on the unit cube)
     log σ_f² ~ N(0, 1),   log σ_n² ~ N(−4, 1),   c ~ N(0, 1)          (targets standardised)
 
-Every hyper-parameter lives in a box (:data:`BOUNDS`, on the log scale except ``c``); box-bounded L-BFGS
-(SciPy's L-BFGS-B on a jitted value-and-gradient) runs from two starts — the previous optimum (warm start) and
-the default ``ℓ_j = e^{√2−3} √d`` (the prior's mode), ``σ_f² = 1``, ``σ_n² = e^{−5}``, ``c = 0`` — for at most
-``steps`` iterations each, and the better end point is kept.
+Every hyper-parameter lives in a box (:data:`BOUNDS`, on the log scale except ``c``); L-BFGS on the objective at
+the point clipped to the box (optax, both starts vmapped in one compiled ``while_loop``; SciPy's L-BFGS-B with
+``optimizer="scipy"``), with the closed-form gradient ``½ tr((ααᵀ − K⁻¹) ∂K/∂θ)``, runs from two starts — the
+previous optimum (warm start) and the default ``ℓ_j = e^{√2−3} √d`` (the prior's mode), ``σ_f² = 1``,
+``σ_n² = e^{−5}``, ``c = 0`` — for at most ``steps`` iterations each, and the better end point is kept.
 
 Fixed shapes.  The data are padded to a *capacity* ``m ≥ n`` (a power of two, at least 16) with a 0/1 ``mask``;
 padded rows get ``K_ii = 1``, no off-diagonal entries and a zero residual, so they change neither ``α``, nor
@@ -40,6 +41,7 @@ All functions are pure; :func:`fit` is the convenience shell (NumPy in, padded `
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import partial
 from typing import NamedTuple
 
@@ -204,19 +206,32 @@ def _objective_and_grad(v: Array, x: Array, y: Array, mask: Array, use_prior: bo
     return -lml / n, -grad / n
 
 
+FIT_OPTIMIZERS = ("compiled", "scipy")
+
+
 def fit_params(
     x: Array, y: Array, mask: Array, init: GPParams, *, steps: int = 50, use_prior: bool = True,
+    optimizer: str = "compiled",
 ) -> GPParams:
-    """MAP hyper-parameters: box-bounded L-BFGS (SciPy's L-BFGS-B, at most ``steps`` iterations) on
-    ``−(LML + log prior) / n`` over the packed log-scale vector, from ``init`` (warm start) and from
-    :func:`default_params`; returns the better end point (never worse than either start).
+    """MAP hyper-parameters: L-BFGS on ``−(LML + log prior) / n`` over the packed log-scale vector, from ``init``
+    (warm start) and from :func:`default_params`, at most ``steps`` iterations each; returns the best of the starts
+    and end points (never worse than either start).
 
-    Deterministic (a pure function of its inputs), but not traceable: the optimiser loop is SciPy's, each
-    objective and gradient evaluation one jitted call (compiled once per capacity, in well under a second).
+    ``optimizer="compiled"`` (default): both starts in one compiled program (:func:`_fit_compiled`: optax L-BFGS
+    on the objective at the point clipped to the box, vmapped over the starts).  ``optimizer="scipy"``: SciPy's
+    box-bounded L-BFGS-B, one jitted objective-and-gradient call per evaluation (the reference;
+    ``tests/bo/test_gp_fast_paths.py`` checks that both reach the same MAP).  Deterministic (a pure function of
+    its inputs).
     """
+    if optimizer not in FIT_OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {list(FIT_OPTIMIZERS)}, got {optimizer!r}")
+    dim = x.shape[1]
+    if optimizer == "compiled":
+        starts = jnp.stack([_pack(init).astype(x.dtype), _pack(default_params(dim, x.dtype))])
+        best, _ = _fit_compiled(starts, x, y, mask, int(steps), bool(use_prior))
+        return _unpack(best, dim)
     from scipy.optimize import minimize
 
-    dim = x.shape[1]
     lo, hi = (np.asarray(b, np.float64) for b in _bounds(dim, jnp.float64))
     box = list(zip(lo, hi, strict=True))
 
@@ -239,6 +254,74 @@ def fit_params(
             if f1 < best_f:
                 best_v, best_f = np.asarray(res.x, np.float64), f1
     return _unpack(jnp.asarray(best_v, x.dtype), dim)
+
+
+FIT_TOL = 1e-9  # relative decrease of the objective below which the compiled fit stops (SciPy's factr·ε ≈ 2e-9)
+GRAD_TOL = 1e-5  # largest |gradient| entry below which it stops (SciPy's pgtol)
+
+
+def _box_loss(x: Array, y: Array, mask: Array, lo: Array, hi: Array, use_prior: bool) -> Callable[[Array], Array]:
+    """``v ↦ −(LML + log prior) / n`` at ``clip(v, lo, hi)`` (its gradient zero in a coordinate outside the box,
+    so an unconstrained L-BFGS that steps out stays at the bound's value), differentiable by ``jax.grad`` through
+    :func:`_objective_and_grad`'s closed-form gradient (a ``custom_vjp``; a non-finite value counts as ``10¹⁰``
+    with a zero gradient)."""
+
+    def value_and_grad(v):
+        inside = (v >= lo) & (v <= hi)
+        f, g = _objective_and_grad(jnp.clip(v, lo, hi), x, y, mask, use_prior)
+        ok = jnp.isfinite(f) & jnp.all(jnp.isfinite(g))
+        return jnp.where(ok, f, 1e10), jnp.where(ok & inside, g, 0.0)
+
+    @jax.custom_vjp
+    def loss(v):
+        return value_and_grad(v)[0]
+
+    def fwd(v):
+        return value_and_grad(v)
+
+    def bwd(g, ct):
+        return (ct * g,)
+
+    loss.defvjp(fwd, bwd)
+    return loss
+
+
+@partial(jax.jit, static_argnames=("steps", "use_prior"))
+def _fit_compiled(starts: Array, x: Array, y: Array, mask: Array, steps: int, use_prior: bool) -> tuple[Array, Array]:
+    """L-BFGS (optax, zoom line search) from every row of ``starts (r, d + 3)`` at once (``vmap``; clipped to the
+    box first), each at most ``steps`` iterations inside one ``while_loop``, stopping when the objective's relative
+    decrease is below :data:`FIT_TOL` or every gradient entry below :data:`GRAD_TOL`.  Returns the best of the
+    starts and end points ``(d + 3,)`` and its objective ``()``: one compiled program per capacity, no host round
+    trip per iteration."""
+    import optax
+
+    lo, hi = _bounds(x.shape[1], x.dtype)
+    loss = _box_loss(x, y, mask, lo, hi, use_prior)
+    opt = optax.lbfgs()
+    value_and_grad = optax.value_and_grad_from_state(loss)
+
+    def one(w0):
+        def step(carry):
+            w, state, f_prev, _, it = carry
+            f, g = value_and_grad(w, state=state)
+            upd, state = opt.update(g, state, w, value=f, grad=g, value_fn=loss)
+            w_new = optax.apply_updates(w, upd)
+            scale = jnp.maximum(jnp.maximum(jnp.abs(f), jnp.abs(f_prev)), 1.0)
+            done = (it > 0) & (jnp.abs(f_prev - f) <= FIT_TOL * scale) | (jnp.max(jnp.abs(g)) <= GRAD_TOL)
+            return w_new, state, f, done, it + 1
+
+        def cond(carry):
+            return (carry[4] < steps) & ~carry[3]
+
+        init = (w0, opt.init(w0), jnp.asarray(jnp.inf, x.dtype), jnp.asarray(False), jnp.asarray(0))
+        w, *_ = jax.lax.while_loop(cond, step, init)
+        return jnp.clip(w, lo, hi)
+
+    starts = jnp.clip(starts, lo, hi)
+    points = jnp.concatenate([starts, jax.vmap(one)(starts)])
+    vals = jax.vmap(lambda v: _objective_and_grad(v, x, y, mask, use_prior)[0])(points)
+    vals = jnp.where(jnp.isfinite(vals), vals, jnp.inf)
+    return points[jnp.argmin(vals)], jnp.min(vals)
 
 
 _condition_jit = jax.jit(condition)

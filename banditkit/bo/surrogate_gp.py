@@ -3,7 +3,8 @@
 Matérn-5/2 ARD, constant mean, inferred noise, on the evaluations (all of them, or the last ``buffer_size``), in
 float64.  Unlike the online filters it refits from the data after every ``tell``: targets are re-standardised over
 the buffer (``z = (s − mean) / sd``, recomputed each time), and the hyper-parameters re-estimated by MAP
-(``fit_steps`` L-BFGS-B iterations from the previous optimum and from the default start).  EI / PI / UCB use the
+(at most ``fit_steps`` L-BFGS iterations from the previous optimum and from the default start, one compiled
+program: :func:`banditkit.bo.gp.fit_params`).  EI / PI / UCB use the
 latent ``f``'s posterior (no noise term); Thompson sampling is one *joint* draw of ``f`` on a finite set of points
 (``O(N³)``), so a draw cannot be refined by gradient steps.  Per-``tell`` cost grows as ``O(n³)``.
 
