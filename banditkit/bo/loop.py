@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from banditkit.bo.optimizer import BayesOpt, _is_named, resolve_direction
+from banditkit.bo.optimizer import BayesOpt, resolve_direction
+from banditkit.bo.points import is_typed_space
 
 __all__ = ["Autosave", "BOResult", "open_or_create", "optimize", "settings"]
 
@@ -46,7 +47,7 @@ class BOResult:
 def settings(opt: BayesOpt) -> dict[str, Any]:
     """The settings that make two optimisers the same run (everything :meth:`BayesOpt.save` records except the
     data and the random state), as plain JSON values."""
-    s = opt._settings()
+    s = dict(opt.snapshot().settings)
     s.update(s.pop("config"))  # one entry per option, so that a difference names the option
     return json.loads(json.dumps(s, sort_keys=True, default=repr))
 
@@ -160,7 +161,7 @@ def optimize(
         skip = on_error
     else:
         raise ValueError(f"on_error must be 'raise', 'skip' or a function (opt, x, exc) -> bool, got {on_error!r}")
-    if space is None and _is_named(bounds):
+    if space is None and is_typed_space(bounds):
         bounds, space = None, bounds
     domain = dict(space=space) if space is not None else dict(bounds=bounds)
 

@@ -20,6 +20,8 @@ The parts, one idea each:
   unit cube;
 - :mod:`~banditkit.bo.auto` — ``surrogate="auto"``: the GP with EI up to 100 evaluations, HiLoFi-TS after;
 - this module — the ask/tell state: evaluations, pending suggestions, the initial design, the PRNG key;
+- :mod:`~banditkit.bo.snapshot` — that state as a read-only value (:meth:`BayesOpt.snapshot`), and what
+  :meth:`BayesOpt.restore` puts back;
 - :mod:`~banditkit.bo.persist` — save / load; :mod:`~banditkit.bo.loop` — :func:`~banditkit.bo.optimize` and
   resumable runs.
 
@@ -61,7 +63,9 @@ on there too.  Each surrogate declares these defaults (``default_options``).
 State, save and resume.  Everything that determines the next suggestion is saved by :meth:`BayesOpt.save`
 (evaluations, the standardisation, the surrogate's state arrays, the PRNG key, the Sobol position and the
 pending suggestions, the search space) in a portable ``.npz`` with a JSON header (no pickled code), written
-atomically (:mod:`banditkit.bo.persist`).
+atomically (:mod:`banditkit.bo.persist`).  Persistence, resumable runs, tests and studies read the optimiser only
+through :meth:`BayesOpt.snapshot` (and :attr:`~BayesOpt.config`, :attr:`~BayesOpt.fit`,
+:meth:`~BayesOpt.proposal_inputs`), never through its private attributes.
 """
 
 from __future__ import annotations
@@ -85,12 +89,12 @@ from banditkit.bo import propose as _propose
 from banditkit.bo import surrogate as _surrogate
 from banditkit.bo import trust_region as _tr
 from banditkit.bo.acquisition import ACQUISITIONS, MAXIMIZERS
-from banditkit.bo.acquisition import log_score as _log_score  # noqa: F401  (the name tests and notes import)
-from banditkit.bo.points import Points
+from banditkit.bo.points import Points, is_typed_space
+from banditkit.bo.snapshot import Snapshot
 from banditkit.bo.space import Space, as_space
 from banditkit.validation import check_bounds, check_finite
 
-__all__ = ["ACQUISITIONS", "MAXIMIZERS", "BayesOpt"]
+__all__ = ["ACQUISITIONS", "MAXIMIZERS", "BayesOpt", "Snapshot"]
 
 FORMAT_VERSION = persist.FORMAT_VERSION
 
@@ -109,18 +113,6 @@ def resolve_direction(direction: str | None, stacklevel: int = 3) -> str:
     if d not in ("maximize", "minimize"):
         raise ValueError(f"direction must be 'minimize' or 'maximize', got {direction!r}")
     return d
-
-
-def _is_named(obj: Any) -> bool:
-    """Whether a ``bounds`` argument is really a typed space (a Space, a dict, or (name, param) pairs with a
-    ``Float`` / ``Int`` / ``Categorical`` second item — ``[("a", "b")]`` stays a malformed box)."""
-    from banditkit.bo.space import Categorical, Float, Int
-
-    if isinstance(obj, (Space, Mapping)):
-        return True
-    return (isinstance(obj, Sequence) and not isinstance(obj, (str, bytes)) and len(obj) > 0
-            and all(isinstance(it, (tuple, list)) and len(it) == 2 and isinstance(it[0], str)
-                    and isinstance(it[1], (Float, Int, Categorical)) for it in obj))
 
 
 class BayesOpt:
@@ -204,7 +196,7 @@ class BayesOpt:
             raise ValueError("give bounds= (a box) or space= (a typed search space), not both")
         if bounds is None and space is None:
             raise ValueError("give the search domain: bounds=[(low, high), ...] or space={name: Float(...), ...}")
-        if space is None and _is_named(bounds):
+        if space is None and is_typed_space(bounds):
             space = bounds
         if space is not None:
             self.space, self._named = as_space(space), True
@@ -351,6 +343,61 @@ class BayesOpt:
         else ``None``."""
         return self._tr if self._config["trust_region"] else None
 
+    def snapshot(self) -> Snapshot:
+        """Everything this optimiser holds, as a read-only :class:`~banditkit.bo.snapshot.Snapshot`: the settings,
+        the evaluations ``u (n, D)`` / ``y (n,)`` (unit cube; raw values) and their sources, the pending and failed
+        points, the PRNG key, the Sobol position, the trust region, the surrogate in use, its acquisition and its
+        fit.  What :meth:`save` writes; :meth:`restore` puts it back."""
+        return Snapshot.of(self.dim, settings=self._settings(), u=self._u, y=self._y, source=self._source,
+                           pending=self._pending, pending_source=self._pending_source, failed=self._failed,
+                           key=self._key, sobol_index=self._sobol_index, trust_region=self._tr, sign=self._sign,
+                           surrogate=self._surrogate, acquisition=self.acquisition, fit=self._fit)
+
+    def restore(self, snap: Snapshot) -> None:
+        """Make this optimiser continue from ``snap`` (a :meth:`snapshot` of an optimiser made with the same
+        settings, which are not compared here — :func:`banditkit.bo.loop.open_or_create` does): the evaluations,
+        pending and failed points, key, Sobol position and trust region are taken from it; with
+        ``surrogate="auto"`` the phase for ``len(snap.y)`` evaluations is put in use.  ``snap.fit`` is the fit of
+        that phase's surrogate; ``None`` keeps the data-free fit (allowed only on an optimiser that has not fitted
+        anything in that phase: how :func:`banditkit.bo.persist.load` builds the template of the file's arrays).
+
+        Raises ``ValueError`` (nothing changed) for a snapshot of another dimension or direction, or whose
+        surrogate / acquisition is not the phase's.
+        """
+        if snap.u.shape[1] != self.dim or snap.sign != self._sign:
+            raise ValueError(f"this snapshot is of a {snap.u.shape[1]}-dimensional optimiser with sign "
+                             f"{snap.sign:+g}; this one is {self.dim}-dimensional with sign {self._sign:+g}: "
+                             "restore it into an optimiser made with the same settings")
+        parts = self._phase_for(snap.y.size)  # surrogate="auto": the phase the snapshot's fit belongs to
+        name, acq = (self._surrogate.name, self.acquisition) if parts is None else (parts["surrogate"].name,
+                                                                                    parts["acquisition"])
+        if snap.phase is not None and snap.phase != (name, acq):
+            raise ValueError(f"the snapshot's surrogate / acquisition {snap.phase} are not the ones this optimiser "
+                             f"uses after {snap.y.size} evaluations, {(name, acq)}")
+        if snap.fit is None and parts is None and self._fit.n_fed:
+            raise ValueError("restore(snapshot) without a fit keeps the data-free fit, but this optimiser has "
+                             "fitted evaluations: give the snapshot's fit (BayesOpt.snapshot() has it)")
+        if parts is not None:
+            self._install(parts)
+            with self._surrogate.precision():
+                self._fit = self._surrogate.init(self._k_init)
+        self._u, self._y = np.array(snap.u), np.array(snap.y)
+        self._pending, self._failed = np.array(snap.pending), np.array(snap.failed)
+        self._source, self._pending_source = list(snap.source), list(snap.pending_source)
+        self._key, self._sobol_index = snap.key, int(snap.sobol_index)
+        self._tr = _tr.TrustRegion(*snap.trust_region)
+        if snap.fit is not None:
+            self._fit = snap.fit
+
+    def proposal_inputs(self) -> tuple[_propose.Model, _propose.Data, Points, jax.Array]:
+        """``(model, data, points, candidates)``: the arguments of the pure proposal step
+        :func:`banditkit.bo.propose.propose` as this optimiser holds them now (``data``'s arrays are copies), so
+        that ``propose(k, *opt.proposal_inputs(), keys)`` (inside ``opt.snapshot().surrogate.precision()``) is
+        what the next ``ask`` acquires with the same ``keys``."""
+        data = self._data()
+        data = data._replace(**{f: np.array(getattr(data, f)) for f in ("u", "s", "pending", "failed")})
+        return self._model(), data, self._points, self._candidates
+
     def ask(self, n: int | None = None, *, pending: Any = None, seed: int | None = None):
         """Next point(s) to evaluate: one point for ``n=None``, else ``n`` distinct points.
 
@@ -374,8 +421,10 @@ class BayesOpt:
             raise ValueError(f"seed must be None or a non-negative int, got {seed!r}")
         if pending is not None:
             self._replace_pending(self._internal(pending))
-        keys = self._next_key if seed is None else _key_stream(jax.random.fold_in(jax.random.PRNGKey(self.seed),
-                                                                                  int(seed)))
+        if seed is None:
+            keys = self._next_key
+        else:
+            keys = _propose.key_stream(jax.random.fold_in(jax.random.PRNGKey(self.seed), int(seed)))
         if self.n_evals < self.n_initial:
             u = self._initial_design(k)
             sources = ["initial"] * k
@@ -509,14 +558,6 @@ class BayesOpt:
                 self._candidates_value = jnp.asarray(self._snap(cands), self._surrogate.dtype)
         return self._candidates_value
 
-    # the surrogate's fit, for notes and diagnostics -------------------------------------------------------------
-    _state = property(lambda self: self._fit.state)
-    _shift = property(lambda self: self._fit.shift)
-    _scale = property(lambda self: self._fit.scale)
-    _n_fed = property(lambda self: self._fit.n_fed)
-    _post = property(lambda self: self._surrogate.posterior)
-    _dtype = property(lambda self: self._surrogate.dtype)
-
     # points: the user's form <-> the unit cube ------------------------------------------------------------------
     def _snap(self, u: np.ndarray) -> np.ndarray:
         return self._points.snap(u)
@@ -629,17 +670,6 @@ class BayesOpt:
         if self._named:
             s["space"] = self.space.to_config()
         return s
-
-
-def _key_stream(key: jax.Array) -> Callable[[], jax.Array]:
-    """A ``next_key()`` drawing successive subkeys of ``key``."""
-    box = [key]
-
-    def next_key():
-        box[0], sub = jax.random.split(box[0])
-        return sub
-
-    return next_key
 
 
 _near = _propose.near

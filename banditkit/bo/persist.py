@@ -3,9 +3,9 @@
 The file is a :mod:`banditkit.checkpoint` archive (``.npz`` arrays + a JSON header, no pickled code, written
 atomically).  Its ``meta`` holds ``format = "banditkit.BayesOpt"``, ``version`` and:
 
-- the settings (:meth:`BayesOpt._settings`): ``bounds`` (a box) or ``space`` (a typed space's configuration,
-  :meth:`Space.to_config`; format version 2), surrogate name and keyword arguments, acquisition, direction, seed,
-  ``n_initial``, ``custom_model`` and ``config`` (every other option);
+- the settings (``settings`` of :class:`~banditkit.bo.snapshot.Snapshot`): ``bounds`` (a box) or ``space`` (a typed
+  space's configuration, :meth:`Space.to_config`; format version 2), surrogate name and keyword arguments,
+  acquisition, direction, seed, ``n_initial``, ``custom_model`` and ``config`` (every other option);
 - the data: the unit-cube inputs ``u``, the values ``y``, the pending suggestions and the sources of both, the points
   whose evaluation failed (``failed``, :meth:`BayesOpt.fail`; absent in older files: none), as JSON
   float64 values (exact: JSON writes ``repr``; the archive would hand them back as JAX arrays, rounded to float32
@@ -14,7 +14,8 @@ atomically).  Its ``meta`` holds ``format = "banditkit.BayesOpt"``, ``version`` 
 - the surrogate's fit: ``shift``, ``scale``, ``n_fed`` and what the surrogate adds (:meth:`Surrogate.meta`: the
   GP's hyper-parameters, from which its state is rebuilt by the same deterministic computation).
 
-The arrays are the PRNG ``key`` and the surrogate's (:meth:`Surrogate.arrays`: a network filter's ``state``).
+Everything is read from :meth:`BayesOpt.snapshot` and put back by :meth:`BayesOpt.restore`.  The arrays are the PRNG
+``key`` and the surrogate's (:meth:`Surrogate.arrays`: a network filter's ``state``).
 Files written before an option existed load with the value that option had then (``maximizer="ascent"``,
 ``trust_region=False``).
 """
@@ -24,11 +25,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import numpy as np
-
 from banditkit import checkpoint
 from banditkit import posteriors as _posteriors
 from banditkit.bo import trust_region as _tr
+from banditkit.bo.snapshot import Snapshot
 
 FORMAT = "banditkit.BayesOpt"
 FORMAT_VERSION = 2  # 2: a typed search space (``space``); a box is still written as version 1
@@ -37,14 +37,14 @@ _OLD_DEFAULTS = dict(maximizer="ascent", trust_region=False)  # what a checkpoin
 ARGUMENTS = ("surrogate", "acquisition", "direction", "seed", "n_initial", "surrogate_kwargs")
 
 
-def _arrays(opt, fit) -> dict:
-    return dict(opt._surrogate.arrays(fit), key=opt._key)
+def _arrays(snap: Snapshot) -> dict:
+    return dict(snap.surrogate.arrays(snap.fit), key=snap.key)
 
 
 def save(opt, path: str | os.PathLike) -> None:
-    """Write ``opt`` to ``path`` atomically (see the module docstring)."""
-    settings = opt._settings()
-    fit = opt._fit
+    """Write ``opt`` to ``path`` atomically (see the module docstring); it reads only ``opt.snapshot()``."""
+    snap = opt.snapshot()
+    settings, fit = dict(snap.settings), snap.fit
     meta = dict(
         format=FORMAT,
         version=2 if "space" in settings else 1,
@@ -52,28 +52,30 @@ def save(opt, path: str | os.PathLike) -> None:
         shift=fit.shift,
         scale=fit.scale,
         n_fed=fit.n_fed,
-        sobol_index=opt._sobol_index,
-        source=opt._source,
-        pending_source=opt._pending_source,
-        u=opt._u.tolist(),
-        y=opt._y.tolist(),
-        pending=opt._pending.tolist(),
-        failed=opt._failed.tolist(),
-        trust_region_state=list(opt._tr),
+        sobol_index=snap.sobol_index,
+        source=list(snap.source),
+        pending_source=list(snap.pending_source),
+        u=snap.u.tolist(),
+        y=snap.y.tolist(),
+        pending=snap.pending.tolist(),
+        failed=snap.failed.tolist(),
+        trust_region_state=list(snap.trust_region),
         gp_params=None,
     )
-    meta.update(opt._surrogate.meta(fit))
+    meta.update(snap.surrogate.meta(fit))
     folder = os.path.dirname(os.path.abspath(os.fspath(path)))
     os.makedirs(folder, exist_ok=True)
     try:
-        checkpoint.save(path, _arrays(opt, fit), posterior=opt._surrogate.posterior, meta=meta)
+        checkpoint.save(path, _arrays(snap), posterior=snap.surrogate.posterior, meta=meta)
     except TypeError as e:
         raise TypeError(f"cannot save this optimiser (surrogate_kwargs must be JSON-serialisable): {e}") from e
 
 
 def load(cls, path: str | os.PathLike, model: Any = None, surrogate: Any = None):
     """The optimiser saved at ``path`` (an instance of ``cls``); ``model`` / ``surrogate``: the code a checkpoint
-    cannot hold (a custom Flax model, a surrogate factory that is not a registered name)."""
+    cannot hold (a custom Flax model, a surrogate factory that is not a registered name).  Built from the file's
+    settings, then put in the file's state by ``restore`` twice: first without a fit (the data-free fit of the
+    phase of the file's evaluations: the template the file's arrays are read into), then with the file's fit."""
     _, header = checkpoint.load(path)
     meta = header.get("meta") or {}
     if meta.get("format") != FORMAT:
@@ -96,22 +98,17 @@ def load(cls, path: str | os.PathLike, model: Any = None, surrogate: Any = None)
     domain = dict(space=meta["space"]) if meta.get("space") is not None else dict(bounds=meta["bounds"])
     arguments = {k: meta[k] for k in ARGUMENTS} | ({} if surrogate is None else dict(surrogate=surrogate))
     opt = cls(**domain, **arguments, model=model, **dict(_OLD_DEFAULTS, **meta["config"]))
-    opt._u = np.asarray(meta["u"], np.float64).reshape(-1, opt.dim)
-    opt._y = np.asarray(meta["y"], np.float64).reshape(-1)
-    opt._pending = np.asarray(meta["pending"], np.float64).reshape(-1, opt.dim)
-    opt._failed = np.asarray(meta.get("failed", []), np.float64).reshape(-1, opt.dim)  # none before fail() existed
-    parts = opt._phase_for(opt._y.size)  # surrogate="auto" past its switch: the phase the file's fit belongs to
-    if parts is not None:
-        opt._install(parts)
-        with opt._surrogate.precision():
-            opt._fit = opt._surrogate.init(opt._k_init)
-    fresh = opt._fit
-    tree, _ = checkpoint.load(path, template=_arrays(opt, fresh), posterior=opt._surrogate.posterior)
-    opt._key = tree["key"]
-    with opt._surrogate.precision():
-        opt._fit = opt._surrogate.restore(fresh, tree, meta, opt._u, opt._sign * opt._y)
-    opt._sobol_index = int(meta["sobol_index"])
-    opt._source = list(meta["source"])
-    opt._pending_source = list(meta["pending_source"])
-    opt._tr = _tr.TrustRegion(*meta.get("trust_region_state", _tr.TrustRegion()))
+    fresh = opt.snapshot()
+    data = Snapshot.of(
+        opt.dim, settings=fresh.settings, u=meta["u"], y=meta["y"], source=meta["source"], pending=meta["pending"],
+        pending_source=meta["pending_source"],
+        failed=meta.get("failed", []),  # none before fail() existed
+        key=fresh.key, sobol_index=int(meta["sobol_index"]),
+        trust_region=_tr.TrustRegion(*meta.get("trust_region_state", _tr.TrustRegion())), sign=fresh.sign)
+    opt.restore(data)  # the data, and surrogate="auto"'s phase for them with its data-free fit
+    blank = opt.snapshot()
+    tree, _ = checkpoint.load(path, template=_arrays(blank), posterior=blank.surrogate.posterior)
+    with blank.surrogate.precision():
+        fit = blank.surrogate.restore(blank.fit, tree, meta, blank.u, blank.s)
+    opt.restore(blank.replace(key=tree["key"], fit=fit))
     return opt

@@ -18,8 +18,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from banditkit.bo.space import Space
+from banditkit.bo.space import Categorical, Float, Int, Space
 from banditkit.validation import check_in_bounds
+
+
+def is_typed_space(obj: Any) -> bool:
+    """Whether a ``bounds`` argument is really a typed space (a Space, a dict, or (name, param) pairs with a
+    ``Float`` / ``Int`` / ``Categorical`` second item — ``[("a", "b")]`` stays a malformed box)."""
+    if isinstance(obj, (Space, Mapping)):
+        return True
+    return (isinstance(obj, Sequence) and not isinstance(obj, (str, bytes)) and len(obj) > 0
+            and all(isinstance(it, (tuple, list)) and len(it) == 2 and isinstance(it[0], str)
+                    and isinstance(it[1], (Float, Int, Categorical)) for it in obj))
 
 
 class Points:

@@ -55,6 +55,18 @@ def near(points: np.ndarray, x: np.ndarray, tol: float) -> bool:
     return bool(np.min(np.max(np.abs(points - x), axis=1)) <= max(tol, 1e-9))
 
 
+def key_stream(key: jax.Array) -> Callable[[], jax.Array]:
+    """A ``next_key()`` drawing successive subkeys of ``key`` (``key, sub = split(key)``, ``sub`` returned) — the
+    ``keys`` of :func:`propose`, as ``BayesOpt.ask(seed=)`` makes them."""
+    box = [key]
+
+    def next_key():
+        box[0], sub = jax.random.split(box[0])
+        return sub
+
+    return next_key
+
+
 def propose(k: int, model: Model, data: Data, points: Points, candidates: jax.Array,
             keys: Callable[[], jax.Array]) -> np.ndarray:
     """``(k, D)`` new unit-cube points, distinct from each other and from every evaluated, pending and failed point

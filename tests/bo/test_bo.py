@@ -228,7 +228,7 @@ def test_lbfgs_maximizer_beats_its_starts_and_resumes(surrogate, acq, tmp_path):
     kw = dict(n_candidates=128) if surrogate == "gp" else {k: v for k, v in SMALL.items() if k != "surrogate"}
     opt = BayesOpt([(0.0, 1.0)] * 3, surrogate=surrogate, acquisition=acq, direction="minimize", seed=4,
                    maximizer="lbfgs", n_initial=6, **kw)
-    assert opt._config["n_starts"] == 8 and opt._config["refine_steps"] == 200
+    assert opt.config["n_starts"] == 8 and opt.config["refine_steps"] == 200
     f = make_function("hartmann6")
 
     def obj(x):
@@ -240,29 +240,31 @@ def test_lbfgs_maximizer_beats_its_starts_and_resumes(surrogate, acq, tmp_path):
     path = tmp_path / "o.bk"
     opt.save(path)
     again = BayesOpt.load(path)
-    assert again._config["maximizer"] == "lbfgs"
+    assert again.config["maximizer"] == "lbfgs"
     x = opt.ask()
     np.testing.assert_array_equal(again.ask(), x)
     if acq != "thompson":
-        from banditkit.bo.optimizer import _log_score
+        from banditkit.bo.acquisition import log_score
 
-        best = float(np.max((opt._sign * opt._y - opt._shift) / opt._scale))
+        snap, cfg = opt.snapshot(), opt.config
+        state, dtype = snap.fit.state, snap.surrogate.dtype
+        best = float(np.max((snap.s - snap.fit.shift) / snap.fit.scale))
         with jax.enable_x64(surrogate == "gp"):
-            w = jnp.asarray([acq == a for a in ("ei", "pi", "ucb")], opt._dtype)
+            w = jnp.asarray([acq == a for a in ("ei", "pi", "ucb")], dtype)
             if surrogate == "gp":
                 from banditkit.bo import gp as _gp
 
                 def score(u):
-                    m, v = _gp.predict(opt._state, u[None])
-                    return _log_score(m[0], jnp.sqrt(v[0]), best, w, opt._config)
+                    m, v = _gp.predict(state, u[None])
+                    return log_score(m[0], jnp.sqrt(v[0]), best, w, cfg)
             else:
                 def score(u):
-                    m, c = opt._post.predictive(opt._state, u)
-                    return _log_score(m[0], jnp.sqrt(jnp.maximum(c[0, 0], 1e-12)), best, w, opt._config)
+                    m, c = snap.surrogate.posterior.predictive(state, u)
+                    return log_score(m[0], jnp.sqrt(jnp.maximum(c[0, 0], 1e-12)), best, w, cfg)
 
-            dt = jnp.float64 if surrogate == "gp" else opt._dtype
+            dt = jnp.float64 if surrogate == "gp" else dtype
             score = jax.jit(score)  # one compile, then each point scored alone as the maximiser's refinement sees it
-            cand = max(float(score(jnp.asarray(c, dt))) for c in np.asarray(opt._candidates))
+            cand = max(float(score(jnp.asarray(c, dt))) for c in np.asarray(opt.proposal_inputs()[3]))
             got = float(score(jnp.asarray(x, dt)))
         assert got >= cand - 1e-6 * abs(cand)
         if acq == "ei":
@@ -297,24 +299,38 @@ def test_unknown_maximizer_is_a_clear_error():
         BayesOpt([(0, 1)], maximizer="newton")
 
 
+def _drop_options(path, *names: str) -> None:
+    """Rewrite the BayesOpt saved at ``path`` as a format before the options ``names`` existed wrote it: its
+    header's ``config`` without them (the header is the checkpoint's JSON entry ``__banditkit_meta__``)."""
+    import json
+
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    header = json.loads(bytes(arrays["__banditkit_meta__"]).decode("utf-8"))
+    for name in names:
+        del header["meta"]["config"][name]
+    arrays["__banditkit_meta__"] = np.frombuffer(json.dumps(header).encode("utf-8"), dtype=np.uint8)
+    with open(path, "wb") as fh:
+        np.savez(fh, **arrays)
+
+
 def test_default_maximizer_per_surrogate_and_old_checkpoints(tmp_path):
     """The ascent is the default for Thompson sampling with a network, L-BFGS otherwise; a checkpoint written
     before the options existed (its config has no ``maximizer`` / ``trust_region``) resumes with the whole-cube
     ascent it was made with, to the same next ask."""
-    assert BayesOpt([(0.0, 1.0)], surrogate="gp", n_candidates=32)._config["maximizer"] == "lbfgs"
-    assert BayesOpt([(0.0, 1.0)], **SMALL)._config["maximizer"] == "ascent"
-    assert BayesOpt([(0.0, 1.0)], acquisition="ei", **SMALL)._config["maximizer"] == "lbfgs"
+    assert BayesOpt([(0.0, 1.0)], surrogate="gp", n_candidates=32).config["maximizer"] == "lbfgs"
+    assert BayesOpt([(0.0, 1.0)], **SMALL).config["maximizer"] == "ascent"
+    assert BayesOpt([(0.0, 1.0)], acquisition="ei", **SMALL).config["maximizer"] == "lbfgs"
     opt = BayesOpt([(0.0, 1.0)] * 2, surrogate="gp", acquisition="ei", maximizer="ascent", seed=1, n_initial=4,
                    n_candidates=64, trust_region=False)
     for _ in range(6):
         x = opt.ask()
         opt.tell(x, quad(x))
-    del opt._config["maximizer"], opt._config["trust_region"]  # what the previous format wrote
     opt.save(tmp_path / "old.bk")
+    _drop_options(tmp_path / "old.bk", "maximizer", "trust_region")  # what the previous format wrote
     again = BayesOpt.load(tmp_path / "old.bk")
-    assert again._config["maximizer"] == "ascent" and again._config["refine_steps"] == 10
+    assert again.config["maximizer"] == "ascent" and again.config["refine_steps"] == 10
     assert again.trust_region is None  # made by a search over the whole cube
-    opt._config.update(maximizer="ascent", trust_region=False)
     np.testing.assert_array_equal(again.ask(), opt.ask())
 
 
@@ -364,7 +380,7 @@ def test_optimize_on_error_raise_saves_skip_drops_and_fail_is_saved(tmp_path):
     assert len(res.optimizer.pending) == 0
     again = BayesOpt.load(ck)
     assert again.n_failed == 2
-    np.testing.assert_array_equal(again._failed, res.optimizer._failed)
+    np.testing.assert_array_equal(again.snapshot().failed, res.optimizer.snapshot().failed)
     opt = BayesOpt([(0.0, 1.0)], seed=0, n_initial=1, min_distance=0.05, acquisition="ei", **SMALL)
     opt.tell(np.array([0.5]), 0.0)
     x = opt.ask()

@@ -28,19 +28,19 @@ def switch_at_6(monkeypatch):
 def test_auto_is_gp_ei_up_to_the_switch_then_hilofi_thompson(switch_at_6, tmp_path):
     a = BayesOpt(space=SPACE, surrogate="auto", **SMALL, **NET)
     g = BayesOpt(space=SPACE, surrogate="gp", acquisition="ei", **SMALL)
-    assert (a.surrogate, a._surrogate.name, a.acquisition) == ("auto", "gp", "ei")
-    assert a._config == g._config | dict(features=[16, 16])
+    assert (a.surrogate, a.snapshot().surrogate.name, a.acquisition) == ("auto", "gp", "ei")
+    assert dict(a.config) == dict(g.config, features=[16, 16])
     for _ in range(6):  # asks at n = 0..5 evaluations: the same points as GP-EI's, the same seed
         p, q = a.ask(), g.ask()
         assert p == q
         a.tell(p, f(p))
         g.tell(q, f(q))
-    assert a._surrogate.name == "gp"
+    assert a.snapshot().phase == ("gp", "ei")
     p = a.ask()  # n = 6 = SWITCH_AT: still the GP
     assert p == g.ask()
     a.tell(p, f(p))  # the 7th evaluation: HiLoFi-TS from now on, fed all seven at once
-    assert (a.surrogate, a._surrogate.name, a.acquisition) == ("auto", "hilofi", "thompson")
-    assert a._fit.n_fed == 7 and a._config["maximizer"] == "ascent" and a._config["trust_region"]
+    assert (a.surrogate, a.snapshot().surrogate.name, a.acquisition) == ("auto", "hilofi", "thompson")
+    assert a.fit.n_fed == 7 and a.config["maximizer"] == "ascent" and a.config["trust_region"]
     h = BayesOpt(space=SPACE, surrogate="hilofi", acquisition="thompson", **SMALL, **NET)
     h.tell(a.history[list(SPACE)].to_dict("records"), a.history.y.to_numpy())  # one batch: same standardisation
     assert h.trust_region == a.trust_region
@@ -48,14 +48,14 @@ def test_auto_is_gp_ei_up_to_the_switch_then_hilofi_thompson(switch_at_6, tmp_pa
     # a checkpoint on either side of the switch resumes in its phase
     a.save(tmp_path / "late.bk")
     b = BayesOpt.load(tmp_path / "late.bk")
-    assert (b.surrogate, b._surrogate.name) == ("auto", "hilofi") and b.ask(seed=5) == a.ask(seed=5)
+    assert (b.surrogate, b.snapshot().phase) == ("auto", ("hilofi", "thompson")) and b.ask(seed=5) == a.ask(seed=5)
     g.save(tmp_path / "gp.bk")
     e = BayesOpt(space=SPACE, surrogate="auto", **SMALL, **NET)
     for p in g.history[list(SPACE)].to_dict("records")[:5]:
         e.tell(p, f(p))
     e.save(tmp_path / "early.bk")
     c = BayesOpt.load(tmp_path / "early.bk")
-    assert c._surrogate.name == "gp" and c.ask(seed=1) == e.ask(seed=1)
+    assert c.snapshot().phase == ("gp", "ei") and c.ask(seed=1) == e.ask(seed=1)
 
 
 def test_auto_refuses_what_cannot_apply_to_both_phases():
@@ -106,7 +106,7 @@ def test_an_optuna_study_with_the_auto_sampler_on_a_mixed_space():
     bp = study.best_params
     assert type(bp["k"]) is int and 0 <= bp["k"] <= 9 and bp["c"] in ("a", "b", "c")
     memo = next(iter(sampler._memos.values()))
-    assert memo.opt.surrogate == "auto" and memo.opt._surrogate.name == "gp" and memo.opt.n_evals >= 9
+    assert memo.opt.surrogate == "auto" and memo.opt.snapshot().surrogate.name == "gp" and memo.opt.n_evals >= 9
 
 
 def test_the_cli_takes_surrogate_auto_without_an_acquisition(tmp_path, capsys):

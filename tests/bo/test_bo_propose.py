@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from banditkit.bo import BayesOpt, propose
-from banditkit.bo.optimizer import _key_stream
 from banditkit.bo.points import Points
 from banditkit.bo.space import Categorical, Float, Int, Space
 
@@ -24,21 +23,21 @@ def test_propose_is_pure_and_is_what_ask_returns():
         p = opt.ask()
         opt.tell(p, f(p))
     opt.ask()  # one pending point: the constant liar is part of the proposal
-    model, data = opt._model(), opt._data()
+    model, data, points, candidates = opt.proposal_inputs()
     before = [a.copy() for a in (data.u, data.s, data.pending, data.failed)]
-    with opt._surrogate.precision():
-        a = propose.propose(2, model, data, opt._points, opt._candidates, _key_stream(jax.random.PRNGKey(3)))
-        b = propose.propose(2, model, data, opt._points, opt._candidates, _key_stream(jax.random.PRNGKey(3)))
+    with opt.snapshot().surrogate.precision():
+        a = propose.propose(2, model, data, points, candidates, propose.key_stream(jax.random.PRNGKey(3)))
+        b = propose.propose(2, model, data, points, candidates, propose.key_stream(jax.random.PRNGKey(3)))
     np.testing.assert_array_equal(a, b)  # the same inputs and keys: the same points
     for x, y in zip(before, (data.u, data.s, data.pending, data.failed), strict=True):
         np.testing.assert_array_equal(x, y)  # nothing it was given changed
     taken = np.concatenate([data.u, data.pending])
     assert not any(propose.near(taken, row, opt.config["min_distance"]) for row in a)
     assert not propose.near(a[:1], a[1], opt.config["min_distance"])
-    with opt._surrogate.precision():  # ask(seed=7) draws from (the optimiser's seed, 7): the same keys
-        want = propose.propose(2, model, data, opt._points, opt._candidates,
-                               _key_stream(jax.random.fold_in(jax.random.PRNGKey(0), 7)))
-    assert opt.ask(n=2, seed=7) == opt._external(want, batch=True)
+    with opt.snapshot().surrogate.precision():  # ask(seed=7) draws from (the optimiser's seed, 7): the same keys
+        want = propose.propose(2, model, data, points, candidates,
+                               propose.key_stream(jax.random.fold_in(jax.random.PRNGKey(0), 7)))
+    assert opt.ask(n=2, seed=7) == points.external(want, batch=True)
 
 
 def test_points_round_trip_and_errors():

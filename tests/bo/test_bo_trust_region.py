@@ -119,12 +119,13 @@ def test_suggestions_lie_in_the_box_and_the_length_follows_the_rule(kw, tmp_path
         before = opt.trust_region
         x = opt.ask()
         if i >= 6:
-            center = opt._u[int(np.argmin(opt._y))]
+            told = opt.snapshot()  # the unit cube is the box here
+            center = told.u[int(np.argmin(told.y))]
             lo, hi = tr.box(center, before.length)
             assert np.all(x >= lo - 1e-6) and np.all(x <= hi + 1e-6), (i, before)
         y = float(f.value(x))
         if i >= 6:
-            expect = tr.update(expect, tr.improves(-y, float(np.max(-opt._y))), d)
+            expect = tr.update(expect, tr.improves(-y, float(np.max(-opt.snapshot().y))), d)
         opt.tell(x, y)
         assert opt.trust_region == expect
         lengths.add(opt.trust_region.length)

@@ -59,9 +59,9 @@ HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")  # th
 def predictive(opt: bk.BayesOpt, u: np.ndarray) -> tuple[float, float]:
     """The surrogate's predictive mean and variance at ``u`` on its standardised, maximised scale (a network:
     epistemic + observation noise; the GP: of the latent ``f``)."""
-    sur = opt._surrogate
+    sur = opt.snapshot().surrogate
     with sur.precision():
-        m, sd = sur.moments(opt._state, jnp.asarray(u, sur.dtype))
+        m, sd = sur.moments(opt.fit.state, jnp.asarray(u, sur.dtype))
     return float(m), float(sd) ** 2
 
 
@@ -87,13 +87,13 @@ def probe(opt: bk.BayesOpt, f, best_u: np.ndarray, draws: int) -> dict:
     for tag, u in (("best", best_u), ("opt", u_star)):
         m, v = predictive(opt, u)
         out |= {f"mean_z_{tag}": m, f"sd_{tag}": float(np.sqrt(max(v, 0.0))),
-                f"true_z_{tag}": float((-f.value(u) - opt._shift) / opt._scale)}
+                f"true_z_{tag}": float((-f.value(u) - opt.fit.shift) / opt.fit.scale)}
     share = float("nan")
-    sur = opt._surrogate
+    sur = opt.snapshot().surrogate
     if sur.function_draws:  # a draw is a function (a network); the GP's draws are joint on finite sets
         pts = jnp.asarray(np.stack([u_star, best_u]), sur.dtype)
         keys = jax.random.split(jax.random.PRNGKey(12345), draws)
-        vals = jax.vmap(lambda k: jax.vmap(lambda x: sur.draw_value(sur.draw(opt._state, k), x))(pts))(keys)
+        vals = jax.vmap(lambda k: jax.vmap(lambda x: sur.draw_value(sur.draw(opt.fit.state, k), x))(pts))(keys)
         share = float(np.mean(np.asarray(vals[:, 0] > vals[:, 1])))
     return out | dict(draws_prefer_opt=share)
 
@@ -123,7 +123,7 @@ def run(method: str, seed: int, task: str, budget: int | None = None, dim: int |
         u = opt.ask()
         y = float(f.value(u))
         mean_z, _ = predictive(opt, u)
-        true_z = (-y - opt._shift) / opt._scale
+        true_z = (-y - opt.fit.shift) / opt.fit.scale
         best = min(best, y)
         rows.append(dict(task=task, method=method, seed=seed, iter=it + 1, at_face=float(on_face(u)), dist=dist(u),
                          gain=warm_best - y, mean_z=mean_z, true_z=true_z, value=y, regret=best - f.minimum,
