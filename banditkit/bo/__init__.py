@@ -25,7 +25,8 @@ from banditkit.bo import gp, resume, space
 from banditkit.bo.loop import BOResult, optimize
 from banditkit.bo.optimizer import ACQUISITIONS, BayesOpt
 from banditkit.bo.search import sobol_points
+from banditkit.bo.snapshot import Snapshot
 from banditkit.bo.space import Categorical, Float, Int, Space
 
-__all__ = ["ACQUISITIONS", "BayesOpt", "BOResult", "Categorical", "Float", "Int", "Space", "gp", "optimize", "resume",
-           "space", "sobol_points"]
+__all__ = ["ACQUISITIONS", "BayesOpt", "BOResult", "Categorical", "Float", "Int", "Snapshot", "Space", "gp", "optimize",
+           "resume", "space", "sobol_points"]
