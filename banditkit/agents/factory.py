@@ -70,7 +70,7 @@ NOISE_MIXTURE_BACKENDS = registry.names(noise_mixture=True)
 MAX_OBS_NOISE: Mapping[str, float] = registry.table("noise_cap", declared=True)
 ARM_BLOCK_BACKENDS = registry.names(arm_blocks=True)
 #: warm-up rounds per arm for a backend that declares ``refit`` (a fit to warm-up data: the subspace EKF), unless
-#: ``warmup_steps=`` is given.  20 (was 10): a study with its adoption rule stated in advance
+#: ``warmup_steps=`` is given.  20: a study with its adoption rule stated in advance
 #: (``benchmarks/studies/subspace_bandit_warmup``) found τ = 20·K ahead of 10·K on MNIST, Fashion-MNIST, Shuttle and
 #: Adult, from bandit feedback only — the subspace, fixed after the warm-up, is only as good as the data it is fit to.
 WARMUP_PER_ARM = 20

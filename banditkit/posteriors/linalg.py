@@ -475,13 +475,10 @@ def weighted_gram(w: Array, d: Array | None = None) -> Array:
     The reduction over the long axis ``P`` of a tall factor.  For large ``P·n`` it runs
     as a loop over blocks of ``GRAM_BLOCK`` rows, ``G = Σ_b W_bᵀ (d_b ⊙ W_b)``: the weighted copy ``d ⊙ W`` of
     the whole ``(P, n)`` factor is never written, each block stays in cache, and XLA:CPU's transposed-operand
-    product runs faster on blocks than on the whole factor (one ``(P, n)`` pass instead of two).  Isolated calls
-    on the 2-core benchmark machine, BLAS on one thread, float32 (the single product's time includes allocating
-    its weighted copy, which a compiled loop reuses): at ``P = 61,706``, ``n = 50`` one Gram 5.4 → 4.0 ms, three
-    vmapped 28 → 12 ms; at ``P = 10⁶``, ``n = 10`` 24 → 8 ms.  In the MNIST runner's compiled Thompson step the
-    Gram and the weighting went 15.3 → 13.0 ms for 3 seeds (profiled).  Small factors (``P·n < GRAM_MIN_SIZE``),
-    where the loop's per-block overhead dominates, take the single product.  ``d`` may have any sign; for ``d > 0``
-    :func:`inv_weighted_gram` of ``1/d`` is faster on the blocked path.
+    product runs faster on blocks than on the whole factor (one ``(P, n)`` pass instead of two; measured by
+    ``python -m benchmarks round`` and ``speed``, ``benchmarks/results/speed.md``).  Small factors
+    (``P·n < GRAM_MIN_SIZE``), where the loop's per-block overhead dominates, take the single product.  ``d`` may
+    have any sign; for ``d > 0`` :func:`inv_weighted_gram` of ``1/d`` is faster on the blocked path.
     """
     def gram(wb, db):  # one product over some rows: Wᵀ diag(d) W
         return wb.T @ (wb if db is None else db[:, None] * wb)
