@@ -53,6 +53,7 @@ from banditkit.models import MLP, EmbeddingMLP, LeNet5
 from banditkit.policies import propensity as _probs
 from banditkit.policies.base import Policy, output_candidates, point_candidates
 from banditkit.posteriors.base import Posterior, as_obs
+from banditkit.posteriors.registry import accepts_keyword
 
 Array = jax.Array
 PyTree = Any
@@ -132,16 +133,6 @@ def reset_posterior(posterior: Posterior, key: Array, state, example_x: PyTree, 
 
 #: the deprecated BanditAgent arguments of the subspace warm-up and the posterior_kwargs that replace them
 _DEPRECATED = {"subspace_dim": "dim", "subspace_basis": "fit_basis", "sgd_kwargs": "sgd"}
-
-
-def accepts_keyword(factory: Callable, name: str) -> bool:
-    """Whether a backend factory takes the keyword argument ``name`` (read from its own signature; ``**kwargs``
-    takes any; ``False`` when the signature cannot be read)."""
-    try:
-        params = inspect.signature(factory).parameters
-    except (TypeError, ValueError):
-        return False
-    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
 def backend_settings(name: str) -> frozenset[str] | None:

@@ -23,10 +23,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from banditkit import posteriors as _posteriors
-from banditkit.agents.bandit import accepts_keyword, reset_posterior
+from banditkit.agents.bandit import reset_posterior
 from banditkit.bo.surrogate import Fit, cached, standardisation
 from banditkit.likelihoods import Gaussian
 from banditkit.models import MLP
+from banditkit.posteriors.registry import accepts_keyword
 
 #: each backend's BO defaults by name: a read-only view of the registrations' ``bo_defaults``
 #: (:mod:`banditkit.posteriors.registry`; why these values: beside each backend), kept for compatibility.  Applied to

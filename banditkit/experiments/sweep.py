@@ -86,7 +86,8 @@ class _Recipe:
 
     def __init__(self, spec: str, env, point: dict, model, posterior_kwargs, policy_kwargs, agent_kwargs):
         from banditkit.agents import parse_spec
-        from banditkit.agents.bandit import BanditAgent, accepts_keyword, backends
+        from banditkit.agents.bandit import BanditAgent, backends
+        from banditkit.posteriors.registry import accepts_keyword
 
         self.spec, self.env, self.point, self.model = spec, env, dict(point), model
         self.post_name, self.pol_name = parse_spec(spec)

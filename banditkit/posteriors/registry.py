@@ -104,7 +104,7 @@ class Backend:
             raise TypeError(f"backend {self.name!r}: factory must be callable, got {self.factory!r}")
         for what in ("bandit_defaults", "bo_defaults"):
             defaults = _read_only(getattr(self, what), f"backend {self.name!r}: {what}")
-            refused = [k for k in defaults if not _accepts(self.factory, k)]
+            refused = [k for k in defaults if not accepts_keyword(self.factory, k, unreadable=True)]
             if refused:
                 raise ValueError(f"backend {self.name!r}: {what} names {refused}, which its factory does not accept; "
                                  f"fix the name or add the keyword to {getattr(self.factory, '__name__', 'it')}")
@@ -126,13 +126,14 @@ class Backend:
 CAPABILITIES = tuple(f.name for f in dataclasses.fields(Backend) if f.name not in ("name", "factory"))
 
 
-def _accepts(factory: Callable, key: str) -> bool:
-    """Whether ``factory`` takes the keyword ``key`` (``**kwargs`` takes any; an unreadable signature: assume so)."""
+def accepts_keyword(factory: Callable, name: str, *, unreadable: bool = False) -> bool:
+    """Whether a backend factory takes the keyword argument ``name`` (read from its own signature; ``**kwargs``
+    takes any); ``unreadable``: the answer when the signature cannot be read."""
     try:
         params = inspect.signature(factory).parameters
     except (TypeError, ValueError):
-        return True
-    return key in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+        return unreadable
+    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
 def _origin(factory: Callable) -> tuple:

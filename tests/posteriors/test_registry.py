@@ -96,7 +96,7 @@ SITUATIONS = {
 
 
 def _accepts(factory, key: str) -> bool:
-    from banditkit.agents.bandit import accepts_keyword
+    from banditkit.posteriors.registry import accepts_keyword
 
     return accepts_keyword(factory, key)
 
