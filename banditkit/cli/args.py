@@ -70,10 +70,10 @@ def _noise_backends() -> str:
     return ", ".join(noise_learners())
 
 
-def noise_args(p: argparse.ArgumentParser, default: float, units: str) -> None:
-    """``--obs-noise VARIANCE`` and ``--adaptive-noise``."""
+def noise_args(p: argparse.ArgumentParser, default: str, units: str) -> None:
+    """``--obs-noise VARIANCE`` and ``--adaptive-noise``; ``default`` says what is used without ``--obs-noise``."""
     p.add_argument("--obs-noise", type=variance, default=None, metavar="VARIANCE",
-                   help=f"variance of the Gaussian reward likelihood, {units} (default {default:g}); with "
+                   help=f"variance of the Gaussian reward likelihood, {units} (default: {default}); with "
                    "--adaptive-noise its starting value")
     learn = p.add_argument("--adaptive-noise", action="store_true",
                            help="learn the observation variance online (variational Bayes, "

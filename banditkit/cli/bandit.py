@@ -202,6 +202,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return run_bandit("compare", {s.label: s for s in specs}, args)
 
 
+# --obs-noise for bandit agents: what make_agent uses without it, in the units the agent observes rewards in
+BANDIT_NOISE_DEFAULT = ("chosen from the data by make_agent: HiLoFi and LRKF weigh a few variances by their evidence, "
+                        "other filters take a constant")
+BANDIT_NOISE_UNITS = "of the reward divided by the largest |reward| observed so far"
+
 def register(sub) -> None:
     """Add ``demo``, ``run`` and ``compare`` to ``banditkit``'s sub-parsers."""
     d = sub.add_parser(
@@ -230,7 +235,7 @@ def register(sub) -> None:
     )
     r.add_argument("--policy", default="thompson", help="thompson, ucb, greedy, epsilon_greedy (default thompson)")
     cli_args.set_arg(r)
-    cli_args.noise_args(r, 0.1, "of the reward scaled to max |expected reward| = 1")
+    cli_args.noise_args(r, BANDIT_NOISE_DEFAULT, BANDIT_NOISE_UNITS)
     cli_args.common(r, steps=2000, seeds=1, out="results")
     r.set_defaults(func=cmd_run)
 
@@ -245,6 +250,6 @@ def register(sub) -> None:
                    "learns its observation variance: hilofi,hilofi-adaptive_noise)")
     c.add_argument("--policy", default="thompson", help="policy for names without one (default thompson)")
     cli_args.set_arg(c)
-    cli_args.noise_args(c, 0.1, "of the reward scaled to max |expected reward| = 1")
+    cli_args.noise_args(c, BANDIT_NOISE_DEFAULT, BANDIT_NOISE_UNITS)
     cli_args.common(c, steps=2000, seeds=5, out="results")
     c.set_defaults(func=cmd_compare)

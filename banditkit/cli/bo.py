@@ -215,7 +215,7 @@ def register(sub) -> None:
     b.add_argument("--rank", type=cli_args.positive, default=None, help="rank of low-rank surrogates (default 50)")
     b.add_argument("--candidates", type=cli_args.positive, default=1024, help="Sobol candidates per ask (default 1024)")
     cli_args.set_arg(b)
-    cli_args.noise_args(b, 1e-2, "of the standardised objective")
+    cli_args.noise_args(b, "0.01", "of the standardised objective")
     b.add_argument("--maximizer", default=None, choices=["ascent", "lbfgs"],
                    help="refinement of the best candidates: short projected gradient ascent or L-BFGS-B on the log "
                    "acquisition (default: ascent for thompson with a network, lbfgs otherwise)")
