@@ -189,9 +189,7 @@ def drawing(edges: collections.Counter) -> str:
     """The layers top to bottom, each package with the packages it imports (import statements in brackets)."""
     lines = ["```text"]
     by_layer: dict[int, list[str]] = collections.defaultdict(list)
-    for p in sorted({p for e in edges for p in e} | set(LAYERS) - {"__main__", "__init__"}):
-        if p in ("__main__", "__init__"):
-            continue
+    for p in sorted(({p for e in edges for p in e} | set(LAYERS)) - {"__main__", "__init__"}):
         by_layer[LAYERS.get(p, -1)].append(p)
     for layer in sorted(by_layer, reverse=True):
         lines.append(f"layer {layer}: {LAYER_NAMES.get(layer, '?')}")
